@@ -1,0 +1,50 @@
+# Entry points. Every target installs what it needs first (apt as root, the venv, Caffe),
+# so on a fresh Debian/Ubuntu machine `make test` and `make mnist-all` just work.
+SHELL := /bin/bash
+PY    := .venv/bin/python
+# extra arguments for the runner, e.g. make mnist-all RUN_ARGS="--gpu 0"
+RUN_ARGS ?=
+
+.PHONY: help setup caffe caffe-gpu caffe-gtest venv data-deps test \
+        mnist-all cifar10-all imagenet-all mnist-quick cifar10-quick imagenet-quick report clean
+
+help:
+	@echo "make test            install everything, then run the test suite"
+	@echo "make mnist-all       the paper's MNIST matrix: 6 backends x warm/cold x 3 repeats"
+	@echo "make cifar10-all     the same for CIFAR-10;  make imagenet-all: ImageNet (lmdb, leveldb, images)"
+	@echo "make mnist-quick     a smoke run of the matrix: few iterations, one repeat"
+	@echo "make report          figures and tables from results/ into results/report/"
+	@echo "make caffe           (re)build Caffe if its source, patches or options changed"
+	@echo "make caffe-gpu       the same with CUDA + cuDNN (CAFFE_GPU=1)"
+	@echo "make caffe-gtest     build Caffe's own GoogleTest binary in the build tree"
+
+venv:
+	@scripts/venv.sh
+
+caffe:
+	@caffe/build.sh
+	@experiments/cppmem/build.sh
+
+caffe-gpu:
+	@CAFFE_GPU=1 caffe/build.sh
+	@experiments/cppmem/build.sh
+
+caffe-gtest: caffe
+	@caffe/build_gtest.sh
+
+data-deps:
+	@scripts/apt_install.sh data_prep/apt-packages.txt
+
+setup: caffe data-deps
+
+test: setup
+	@$(PY) -m pytest tests
+
+mnist-all mnist-quick cifar10-all cifar10-quick imagenet-all imagenet-quick: setup
+	@$(PY) experiments/matrix.py $@ $(RUN_ARGS)
+
+report: setup
+	@$(PY) analysis/report.py results --out results/report
+
+clean:
+	rm -rf .build .venv

@@ -1,0 +1,29 @@
+"""Caffe Datum records, serialised with the caffe_pb2 generated from Caffe's own caffe.proto."""
+import numpy as np
+
+from caffe.proto import caffe_pb2
+
+COMMIT_EVERY = 1000  # records per transaction/batch, as Caffe's convert_* tools commit
+
+
+def key(name):
+    """convert_mnist_data: '%08d'; convert_imageset: '%08d_' + file name (both via the name)."""
+    return name.encode()
+
+
+def encode(record, imagefile_style):
+    name, label, pixels = record
+    c, h, w = pixels.shape
+    d = caffe_pb2.Datum(channels=c, height=h, width=w, data=pixels.tobytes(), label=label)
+    if imagefile_style:
+        d.encoded = False  # convert_imageset (CVMatToDatum) sets it explicitly
+    return key(name), d.SerializeToString()
+
+
+def decode(value):
+    d = caffe_pb2.Datum()
+    d.ParseFromString(value)
+    if d.encoded:
+        raise ValueError("encoded Datum: this project stores raw pixels")
+    pixels = np.frombuffer(d.data, np.uint8).reshape(d.channels, d.height, d.width)
+    return d.label, pixels

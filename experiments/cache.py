@@ -1,0 +1,104 @@
+"""The page cache: make it cold or warm, and measure how much of an artifact it holds.
+
+Cold is the paper's `sync; echo 3 > /proc/sys/vm/drop_caches` (page cache, dentries and
+inodes). Without the privilege for that, a run is refused unless the caller accepts the
+weaker per-file posix_fadvise(DONTNEED), which is recorded as such. Either way the state is
+then measured with mincore(2) over the artifact's files, never assumed.
+"""
+import ctypes
+import ctypes.util
+import mmap
+import os
+import subprocess
+
+_libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+_libc.mmap.restype = ctypes.c_void_p
+_libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+_libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+_libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
+PAGE = mmap.PAGESIZE
+DROP_CACHES = "/proc/sys/vm/drop_caches"
+
+
+class CacheError(RuntimeError):
+    pass
+
+
+def resident_pages(path):
+    """(resident, total) pages of one file in the page cache."""
+    size = os.path.getsize(path)
+    if size == 0:
+        return 0, 0
+    pages = (size + PAGE - 1) // PAGE
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        addr = _libc.mmap(None, size, mmap.PROT_READ, mmap.MAP_SHARED, fd, 0)
+        if addr in (None, ctypes.c_void_p(-1).value):
+            raise OSError(ctypes.get_errno(), f"mmap {path}")
+        try:
+            vec = (ctypes.c_ubyte * pages)()
+            if _libc.mincore(addr, size, vec) != 0:
+                raise OSError(ctypes.get_errno(), f"mincore {path}")
+            return sum(b & 1 for b in vec), pages
+        finally:
+            _libc.munmap(addr, size)
+    finally:
+        os.close(fd)
+
+
+def residency(files):
+    """Fraction of the artifact's pages that are in the page cache (0..1)."""
+    resident = total = 0
+    for f in files:
+        r, t = resident_pages(f)
+        resident, total = resident + r, total + t
+    return resident / total if total else 1.0
+
+
+def can_drop_caches():
+    return os.access(DROP_CACHES, os.W_OK)
+
+
+def drop_caches():
+    subprocess.run(["sync"], check=True)
+    try:
+        with open(DROP_CACHES, "w") as f:
+            f.write("3\n")
+    except OSError as e:
+        raise CacheError(f"cannot write {DROP_CACHES} ({e.strerror}): a cold run needs root "
+                         "(docker: --privileged); or accept --cold-fallback fadvise, "
+                         "which is recorded and never reported as a true cold run") from e
+
+
+def fadvise_dontneed(files):
+    subprocess.run(["sync"], check=True)
+    for f in files:
+        fd = os.open(f, os.O_RDONLY)
+        try:
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+
+
+def warm(files):
+    """Read every byte once so the artifact sits in the page cache."""
+    for f in files:
+        with open(f, "rb") as fh:
+            while fh.read(1 << 22):
+                pass
+
+
+def make_state(state, files, cold_fallback=None):
+    """Put the artifact's files in `state` ('warm' or 'cold'); return how that was done."""
+    if state == "warm":
+        warm(files)
+        return "read"
+    if state != "cold":
+        raise ValueError(f"cache state must be warm or cold, not {state!r}")
+    if can_drop_caches():
+        drop_caches()
+        return "drop_caches"
+    if cold_fallback == "fadvise":
+        fadvise_dontneed(files)
+        return "fadvise"
+    drop_caches()  # raises the clear error

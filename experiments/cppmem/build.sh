@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Compile the cppmem driver against the project's Caffe (.build/caffe), when it or Caffe changed.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+prefix=$root/.build/caffe
+src=$root/experiments/cppmem/cppmem_train.cpp
+out=$root/.build/cppmem_train
+[ -e "$prefix/lib/libcaffe.so" ] || { echo "no Caffe build: run make caffe" >&2; exit 1; }
+stamp=$( { sha256sum < "$src"; cat "$root/.build/caffe.key"; } | sha256sum | cut -c1-16)
+[ -x "$out" ] && [ "$(cat "$out.key" 2>/dev/null)" = "$stamp" ] && exit 0
+# the build's compile definitions (CPU_ONLY, USE_CUDNN, ...) as Caffe exported them
+defs=$(sed -n 's/.*INTERFACE_COMPILE_DEFINITIONS "\(.*\)"/\1/p' "$prefix"/share/Caffe/CaffeTargets.cmake |
+       head -1 | tr ';' '\n' | sed 's/^/-D/' | tr '\n' ' ')
+cuda_inc=""
+[[ " $defs " == *" -DCPU_ONLY "* ]] || cuda_inc="-I${CUDA_ROOT:-/usr/local/cuda}/include"
+echo "Compiling cppmem_train ($defs)"
+g++ -O2 -std=c++17 $defs $cuda_inc -I"$prefix/include" "$src" -o "$out.tmp" \
+  -L"$prefix/lib" -Wl,-rpath,"$prefix/lib" -lcaffe -lglog -lgflags -lprotobuf -lboost_system
+mv "$out.tmp" "$out"
+echo "$stamp" > "$out.key"

@@ -1,0 +1,103 @@
+#!/usr/bin/env python3
+"""A 1 Hz system sampler: what the paper's Figures 5, 8 and 12 show.
+
+Writes one CSV row per interval: CPU user/system/iowait/idle %, memory used and page cache,
+reads (bytes and requests) on the block device holding the data, and GPU utilisation and
+memory through NVML when a GPU is present. Runs as its own process so that its cost is its
+own: on exit (SIGTERM/SIGINT) it writes its CPU seconds and wall time to OUT.self.json.
+
+  python monitor/sampler.py OUT.csv --device vda [--interval 1.0]
+"""
+import argparse
+import csv
+import json
+import os
+import signal
+import sys
+import time
+
+import psutil
+
+FIELDS = ["t", "cpu_user", "cpu_system", "cpu_iowait", "cpu_idle", "mem_used_bytes",
+          "mem_cached_bytes", "read_bytes", "read_requests", "gpu_util", "gpu_mem_used_bytes"]
+
+
+def block_device_of(path):
+    """The block device name (as in /proc/diskstats) holding `path`, or None."""
+    st = os.stat(path)
+    major, minor = os.major(st.st_dev), os.minor(st.st_dev)
+    try:
+        with open(f"/sys/dev/block/{major}:{minor}/uevent") as f:
+            for line in f:
+                if line.startswith("DEVNAME="):
+                    return line.strip().split("=", 1)[1]
+    except OSError:
+        return None
+    return None
+
+
+class Gpu:
+    def __init__(self):
+        self.handle = None
+        try:
+            import pynvml
+            pynvml.nvmlInit()
+            if pynvml.nvmlDeviceGetCount() > 0:
+                self.nvml, self.handle = pynvml, pynvml.nvmlDeviceGetHandleByIndex(0)
+        except Exception:  # no driver, no GPU: the columns stay empty
+            self.handle = None
+
+    def sample(self):
+        if self.handle is None:
+            return "", ""
+        util = self.nvml.nvmlDeviceGetUtilizationRates(self.handle).gpu
+        return util, self.nvml.nvmlDeviceGetMemoryInfo(self.handle).used
+
+
+def disk_reads(device):
+    counters = psutil.disk_io_counters(perdisk=True) or {}
+    c = counters.get(device) if device else None
+    if c is None:
+        c = psutil.disk_io_counters()
+    return (c.read_bytes, c.read_count) if c else (0, 0)
+
+
+def run(out, device, interval):
+    stop = []
+    signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
+    signal.signal(signal.SIGINT, lambda *_: stop.append(1))
+    gpu, start = Gpu(), time.time()
+    psutil.cpu_times_percent(None)
+    last_reads = disk_reads(device)
+    with open(out, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(FIELDS)
+        next_t = start + interval
+        while not stop:
+            time.sleep(max(0.0, next_t - time.time()))
+            next_t += interval
+            cpu = psutil.cpu_times_percent(None)
+            mem = psutil.virtual_memory()
+            reads = disk_reads(device)
+            w.writerow([round(time.time() - start, 3), cpu.user, cpu.system, getattr(cpu, "iowait", 0.0),
+                        cpu.idle, mem.used, mem.cached, reads[0] - last_reads[0],
+                        reads[1] - last_reads[1], *gpu.sample()])
+            f.flush()
+            last_reads = reads
+    me = psutil.Process().cpu_times()
+    with open(out + ".self.json", "w") as f:
+        json.dump({"cpu_seconds": me.user + me.system, "wall_seconds": time.time() - start,
+                   "interval": interval, "device": device}, f)
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("out")
+    p.add_argument("--device", help="block device name as in /proc/diskstats (default: all disks)")
+    p.add_argument("--interval", type=float, default=1.0)
+    a = p.parse_args(argv)
+    run(a.out, a.device, a.interval)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,49 @@
+"""Shared fixtures: the project's Caffe, and small real artifacts made once per session."""
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+CAFFE_BIN = ROOT / ".build" / "caffe" / "bin"
+
+
+def caffe_tool(name):
+    path = CAFFE_BIN / name
+    if not path.exists():
+        pytest.fail(f"{path} missing: run `make caffe` (make test does it)")
+    return str(path)
+
+
+@pytest.fixture(scope="session")
+def data_root(tmp_path_factory):
+    return tmp_path_factory.mktemp("data")
+
+
+@pytest.fixture(scope="session")
+def mnist_small(data_root):
+    """Fashion-MNIST, first 640 train / 200 test images, in all six backends."""
+    from data_prep import build
+    build.prepare("mnist", ["lmdb", "leveldb", "hdf5", "images", "pymem", "cppmem"], data_root,
+                  limit=640, progress=False, log=lambda *_: None)
+    return data_root / "mnist"
+
+
+@pytest.fixture(scope="session")
+def cifar_small(data_root):
+    """The CIFAR-10 stand-in, 400 train + 200 test images, in all six backends."""
+    from data_prep import build
+    build.prepare("cifar10", ["lmdb", "leveldb", "hdf5", "images", "pymem", "cppmem"], data_root,
+                  count=400, progress=False, log=lambda *_: None)
+    return data_root / "cifar10"
+
+
+def run(cmd, **kw):
+    """Run a command, failing the test with its output when it fails."""
+    p = subprocess.run(cmd, capture_output=True, text=True, **kw)
+    if p.returncode != 0:
+        pytest.fail(f"{' '.join(map(str, cmd))} exited {p.returncode}\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}")
+    return p

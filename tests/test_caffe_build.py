@@ -1,0 +1,75 @@
+"""The foundation: Caffe built from source with the project's patches really works."""
+import os
+import re
+
+import pytest
+
+from conftest import ROOT, caffe_tool, run
+
+
+def test_pycaffe_builds_lenet_with_the_papers_parameter_count():
+    import caffe
+    from models.nets import MODELS, count_params, net_proto
+    from data_prep.backends.memory import memory_layer
+    caffe.set_mode_cpu()
+    model = MODELS["mnist"]
+    proto = net_proto(model, memory_layer(model), caffe.TRAIN)
+    path = ROOT / ".build" / "lenet_check.prototxt"
+    path.write_text(str(proto))
+    net = caffe.Net(str(path), caffe.TRAIN)
+    assert count_params(net) == 431_080
+    assert net.blobs["data"].data.shape == (64, 1, 28, 28)
+
+
+def _losses(log):
+    return [float(m) for m in re.findall(r"Iteration \d+ .*loss = ([0-9.e+-]+)", log)]
+
+
+def test_caffe_tool_trains_lenet_from_lmdb_and_loss_falls(mnist_small, tmp_path):
+    import caffe
+    from models.nets import MODELS, net_proto, solver_text
+    from data_prep import backends
+    model = MODELS["mnist"]
+    layer = backends.get("lmdb").data_layer(mnist_small / "lmdb", model, None)
+    (tmp_path / "train.prototxt").write_text(str(net_proto(model, layer, caffe.TRAIN)))
+    (tmp_path / "test.prototxt").write_text(str(net_proto(model, layer, caffe.TEST)))
+    (tmp_path / "solver.prototxt").write_text(solver_text(
+        model, tmp_path / "train.prototxt", tmp_path / "test.prototxt", tmp_path / "snap", gpu=False,
+        max_iter=120, test_iter=2, test_interval=1000, seed=1).replace("display: 100", "display: 20"))
+    p = run([caffe_tool("caffe"), "train", f"--solver={tmp_path / 'solver.prototxt'}"], cwd=tmp_path)
+    losses = _losses(p.stderr)
+    assert len(losses) >= 6, p.stderr[-2000:]
+    assert "Optimization Done" in p.stderr
+    assert sum(losses[-2:]) / 2 < 0.6 * losses[0], losses
+
+
+def _build_status(env=None):
+    out = run(["bash", str(ROOT / "caffe" / "build.sh"), "--status"], env=env).stdout.split()
+    return out[1], out[2]  # key, "built"/"not"
+
+
+def test_unchanged_tree_does_not_rebuild():
+    key, state = _build_status()
+    assert state == "built"
+    p = run(["bash", str(ROOT / "caffe" / "build.sh")])
+    assert "up to date" in p.stdout and "Building Caffe" not in p.stdout
+    assert (ROOT / ".build" / "caffe.key").read_text().strip() == key
+
+
+def test_a_changed_option_changes_the_build_key():
+    key, _ = _build_status()
+    env = dict(os.environ, CAFFE_CMAKE_ARGS="-DALLOW_LMDB_NOLOCK=ON")
+    other, state = _build_status(env)
+    assert other != key and state == "not"
+
+
+DATA_PATH_TESTS = ":".join([
+    "*DataLayerTest*", "*HDF5DataLayerTest*", "*ImageDataLayerTest*", "*MemoryDataLayerTest*",
+    "*DBTest*", "*IOTest*", "*DataTransformTest*"])
+
+
+def test_caffes_own_gtest_suite_passes_for_the_data_path():
+    p = run([str(ROOT / "caffe" / "build_gtest.sh"), f"--gtest_filter={DATA_PATH_TESTS}"])
+    summary = re.search(r"\[  PASSED  \] (\d+) tests?", p.stdout)
+    assert summary and int(summary.group(1)) >= 100, p.stdout[-2000:]
+    assert "FAILED" not in p.stdout

@@ -1,0 +1,245 @@
+"""data_prep: artifacts equal to what Caffe's own tools write, identical input through
+Caffe's own layers whatever the backend, and clear errors on bad input."""
+import gzip
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import lmdb
+import numpy as np
+import pytest
+
+from conftest import ROOT, caffe_tool, run
+from data_prep import backends, build
+from data_prep.backends import datum
+from data_prep.sources import FASHION_MNIST_DIR, SourceError
+
+ALL = ["lmdb", "leveldb", "hdf5", "images", "pymem", "cppmem"]
+
+
+def lmdb_items(path):
+    env = lmdb.open(str(path), readonly=True, lock=False)
+    with env.begin() as txn:
+        items = list(txn.cursor())
+    env.close()
+    return items
+
+
+def small_idx_folder(folder, n):
+    """The first n Fashion-MNIST records as plain (uncompressed) IDX files."""
+    folder.mkdir()
+    for stem in ["train-images-idx3-ubyte", "train-labels-idx1-ubyte",
+                 "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"]:
+        raw = gzip.open(FASHION_MNIST_DIR / f"{stem}.gz").read()
+        header = 16 if "images" in stem else 8
+        rec = 784 if "images" in stem else 1
+        head = bytearray(raw[:header])
+        head[4:8] = n.to_bytes(4, "big")
+        (folder / stem).write_bytes(bytes(head) + raw[header:header + n * rec])
+    return folder
+
+
+def test_lmdb_records_are_byte_identical_to_convert_mnist_data(tmp_path):
+    src = small_idx_folder(tmp_path / "idx", 300)
+    build.prepare("mnist", ["lmdb"], tmp_path / "ours", source_path=src, progress=False, log=lambda *_: None)
+    run([caffe_tool("convert_mnist_data"), str(src / "train-images-idx3-ubyte"),
+         str(src / "train-labels-idx1-ubyte"), str(tmp_path / "caffe_lmdb"), "--backend=lmdb"])
+    theirs = lmdb_items(tmp_path / "caffe_lmdb")
+    ours = lmdb_items(tmp_path / "ours" / "mnist" / "lmdb" / "train_lmdb")
+    assert len(theirs) == 300
+    assert ours == theirs  # same keys, same serialised Datum bytes, same order
+
+
+def test_png_files_decode_in_caffe_to_the_same_datums(cifar_small, tmp_path):
+    """convert_imageset (OpenCV decode, as ImageData) of our PNGs == our LMDB Datums."""
+    img = cifar_small / "images"
+    run([caffe_tool("convert_imageset"), str(img) + "/", str(img / "train.txt"), str(tmp_path / "conv")])
+    theirs = [datum.decode(v) for _, v in lmdb_items(tmp_path / "conv")]
+    ours = [datum.decode(v) for _, v in lmdb_items(cifar_small / "lmdb" / "train_lmdb")]
+    assert len(theirs) == len(ours) == 400
+    for (l1, p1), (l2, p2) in zip(theirs, ours):
+        assert l1 == l2 and np.array_equal(p1, p2)
+
+
+def test_mean_binaryproto_is_byte_identical_to_compute_image_mean(cifar_small, tmp_path):
+    run([caffe_tool("compute_image_mean"), str(cifar_small / "lmdb" / "train_lmdb"), str(tmp_path / "m")])
+    assert (tmp_path / "m").read_bytes() == (cifar_small / "mean.binaryproto").read_bytes()
+
+
+@pytest.mark.parametrize("dataset", ["mnist", "cifar10"])
+def test_verify_passes_for_every_backend(dataset, mnist_small, cifar_small):
+    root = mnist_small.parent
+    assert build.verify(dataset, ALL, root, progress=False, log=lambda *_: None) == []
+
+
+def test_verify_catches_a_changed_record(mnist_small, tmp_path):
+    copy = tmp_path / "mnist"
+    shutil.copytree(mnist_small / "cppmem", copy / "cppmem")
+    f = copy / "cppmem" / "train.f32"
+    raw = bytearray(f.read_bytes())
+    raw[24 + 4 * 1000] ^= 0x40  # flip a bit in a pixel of record 1
+    f.write_bytes(bytes(raw))
+    failures = build.verify("mnist", ["cppmem"], tmp_path, progress=False, log=lambda *_: None)
+    assert failures and "record 1" in failures[0]
+
+
+def first_batch(dataset_dir, backend_name, dataset):
+    """The data and label blobs of one TEST forward pass through Caffe's own data layer."""
+    import caffe
+    from models.nets import MODELS, net_proto
+    caffe.set_mode_cpu()
+    model = MODELS[dataset]
+    backend = backends.get(backend_name)
+    dest = dataset_dir / backend_name
+    layer = backend.data_layer(dest, model, dataset_dir / "mean.binaryproto")
+    path = dest.parent / f"one_batch_{backend_name}.prototxt"
+    path.write_text(str(net_proto(model, layer, caffe.TEST, batch=50)))
+    net = caffe.Net(str(path), caffe.TEST)
+    if backend.layer == "MemoryData":
+        mean = build.read_mean(dataset_dir / "mean.binaryproto") if model.transform.mean_file else None
+        ctx = build.context(dataset, dest, mean)
+        data = np.stack([x for _, x in backend.read(dest, "test", ctx)][:50])
+        labels = np.array([y for y, _ in backend.read(dest, "test", ctx)][:50], np.float32)
+        net.set_input_arrays(np.ascontiguousarray(data), labels)
+    net.forward()
+    return net.blobs["data"].data.copy(), net.blobs["label"].data.copy()
+
+
+@pytest.mark.parametrize("dataset", ["mnist", "cifar10"])
+def test_every_backend_feeds_caffe_identical_input_blobs(dataset, mnist_small, cifar_small):
+    root = mnist_small.parent / dataset
+    ref_data, ref_label = first_batch(root, "lmdb", dataset)
+    assert ref_data.std() > 0.05  # real images, not zeros
+    for name in ALL[1:]:
+        data, label = first_batch(root, name, dataset)
+        np.testing.assert_array_equal(label, ref_label, err_msg=name)
+        np.testing.assert_array_equal(data, ref_data, err_msg=name)
+
+
+# --- bad input ------------------------------------------------------------------------
+
+def expect_error(tmp_path, dataset, source, match, **kw):
+    out = tmp_path / "out"
+    with pytest.raises(SourceError, match=match):
+        build.prepare(dataset, ["lmdb"], out, source_path=source, progress=False, log=lambda *_: None, **kw)
+    leftovers = [p for p in out.rglob("*") if p.name not in (".lock", dataset)] if out.exists() else []
+    assert leftovers == [], "a failed prepare left files behind"
+
+
+def test_truncated_idx_is_refused(tmp_path):
+    src = small_idx_folder(tmp_path / "idx", 50)
+    f = src / "train-images-idx3-ubyte"
+    f.write_bytes(f.read_bytes()[:-100])
+    expect_error(tmp_path, "mnist", src, "train-images-idx3-ubyte: truncated")
+
+
+def test_wrong_idx_magic_is_refused(tmp_path):
+    src = small_idx_folder(tmp_path / "idx", 50)
+    f = src / "t10k-labels-idx1-ubyte"
+    f.write_bytes(b"\x00\x00\x08\x03" + f.read_bytes()[4:])
+    expect_error(tmp_path, "mnist", src, "t10k-labels-idx1-ubyte: wrong IDX magic")
+
+
+def test_cifar_batch_of_bad_size_is_refused(tmp_path):
+    src = tmp_path / "cifar"
+    src.mkdir()
+    for name in [f"data_batch_{i}.bin" for i in range(1, 6)] + ["test_batch.bin"]:
+        (src / name).write_bytes(bytes(3073 * 2))
+    (src / "data_batch_3.bin").write_bytes(bytes(3073 * 2 + 5))
+    expect_error(tmp_path, "cifar10", src, "data_batch_3.bin: 6151 bytes is not a multiple of the 3073")
+
+
+def test_cifar_label_out_of_range_is_refused(tmp_path):
+    src = tmp_path / "cifar"
+    src.mkdir()
+    for name in [f"data_batch_{i}.bin" for i in range(1, 6)] + ["test_batch.bin"]:
+        (src / name).write_bytes(bytes(3073 * 2))
+    (src / "test_batch.bin").write_bytes(bytes(3073) + b"\x0c" + bytes(3072))
+    expect_error(tmp_path, "cifar10", src, "test_batch.bin: record 1: label 12 out of range")
+
+
+def imagenet_tree(root, corrupt=False, empty_class=False):
+    from PIL import Image
+    for c in ["n01", "n02"]:
+        (root / "train" / c).mkdir(parents=True)
+        if empty_class and c == "n02":
+            continue
+        for i in range(3):
+            Image.new("RGB", (300, 200), (i * 40, 100, 50)).save(root / "train" / c / f"{c}_{i}.JPEG", "JPEG")
+    (root / "val").mkdir()
+    Image.new("RGB", (256, 256)).save(root / "val" / "v0.JPEG", "JPEG")
+    (root / "val.txt").write_text("v0.JPEG 1\n")
+    if corrupt:
+        (root / "train" / "n01" / "n01_1.JPEG").write_bytes(b"not an image at all")
+    return root
+
+
+def test_real_imagenet_tree_is_converted(tmp_path):
+    src = imagenet_tree(tmp_path / "tree")
+    build.prepare("imagenet", ["lmdb", "images"], tmp_path / "out", source_path=src, progress=False,
+                  log=lambda *_: None)
+    keys = [k for k, _ in lmdb_items(tmp_path / "out" / "imagenet" / "lmdb" / "train_lmdb")]
+    assert keys[0] == b"00000000_n01/n01_0.JPEG" and len(keys) == 6  # convert_imageset's keys
+    assert build.verify("imagenet", ["lmdb", "images"], tmp_path / "out", src, progress=False,
+                        log=lambda *_: None) == []
+
+
+def test_corrupt_image_in_tree_is_named(tmp_path):
+    expect_error(tmp_path, "imagenet", imagenet_tree(tmp_path / "tree", corrupt=True),
+                 r"n01_1.JPEG: not a readable image")
+
+
+def test_empty_class_folder_is_refused(tmp_path):
+    expect_error(tmp_path, "imagenet", imagenet_tree(tmp_path / "tree", empty_class=True),
+                 "n02: empty class folder")
+
+
+def test_missing_output_parent_is_refused(tmp_path):
+    with pytest.raises(SourceError, match="parent folder .* does not exist"):
+        build.prepare("mnist", ["lmdb"], tmp_path / "no" / "such", limit=10, progress=False)
+
+
+def test_a_killed_run_leaves_nothing_that_looks_finished(tmp_path):
+    """kill -9 in the middle of writing: no artifact, and the next run starts clean."""
+    script = ("import sys; sys.path.insert(0, %r)\n"
+              "from data_prep import build\n"
+              "build.prepare('cifar10', ['images'], %r, count=20000, jobs=1, progress=False)\n"
+              % (str(ROOT), str(tmp_path)))
+    p = subprocess.Popen([str(ROOT / ".venv" / "bin" / "python"), "-c", script])
+    partial = tmp_path / "cifar10" / ".images.partial" / "train"
+    for _ in range(600):
+        if partial.exists() and len(os.listdir(partial)) > 200:
+            break
+        p.poll()
+        assert p.returncode is None, "the writer ended before it could be killed"
+        import time
+        time.sleep(0.05)
+    p.kill()
+    p.wait()
+    assert not (tmp_path / "cifar10" / "images").exists()
+    build.prepare("cifar10", ["images"], tmp_path, count=300, progress=False, log=lambda *_: None)
+    assert not (tmp_path / "cifar10" / ".images.partial").exists()
+    assert build.verify("cifar10", ["images"], tmp_path, progress=False, log=lambda *_: None) == []
+
+
+def test_a_full_disk_fails_clearly_and_keeps_nothing(tmp_path):
+    mnt = tmp_path / "small"
+    mnt.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mnt)]).returncode:
+        pytest.skip("needs root to mount a 2 MB tmpfs")
+    try:
+        with pytest.raises(SourceError, match="disk full while writing cppmem"):
+            build.prepare("mnist", ["cppmem"], mnt / "out", limit=2000, progress=False, log=lambda *_: None)
+        assert not (mnt / "out" / "mnist" / "cppmem").exists()
+        assert not (mnt / "out" / "mnist" / ".cppmem.partial").exists()
+    finally:
+        subprocess.run(["umount", str(mnt)])
+
+
+def test_footprint_counts_files_and_bytes(mnist_small):
+    m = build.load_manifest(mnist_small, "images")
+    assert m["footprint"]["files"] == 640 + 200 + 2  # PNGs + two list files
+    assert m["footprint"]["allocated_bytes"] >= m["footprint"]["apparent_bytes"]
+    m = build.load_manifest(mnist_small, "cppmem")
+    assert m["footprint"]["apparent_bytes"] == 2 * 24 + (640 + 200) * (784 * 4 + 4)
