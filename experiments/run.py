@@ -72,8 +72,9 @@ def main(argv=None):
     from data_prep import build
     try:
         cells = plan(a)
-        needed = sorted({b for b, _, _ in cells})
-        build.prepare(a.dataset, needed, a.data, log=lambda m: print(m, file=sys.stderr))
+        missing = sorted({b for b, _, _ in cells if build.load_manifest(Path(a.data) / a.dataset, b) is None})
+        if missing:  # prepare only what is not there: an existing artifact is used as it is
+            build.prepare(a.dataset, missing, a.data, log=lambda m: print(m, file=sys.stderr))
         if gpu < 0:
             print("Training on the CPU (this Caffe has no CUDA, or --cpu).", file=sys.stderr)
         for backend, cache_state, repeat in cells:

@@ -1,0 +1,76 @@
+"""analysis/: the report from records of real (tiny) runs, the notebooks, and the reference
+table checked against the paper's own text."""
+import json
+import os
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT
+from experiments import runner
+
+PY = str(ROOT / ".venv" / "bin" / "python")
+PAPER = ROOT.parent / "shared" / "seeds" / "lim-young-patton-2016-image-storage-systems.txt"
+
+
+@pytest.fixture(scope="module")
+def tiny_results(mnist_small, tmp_path_factory):
+    results = tmp_path_factory.mktemp("report_results")
+    for backend in ["lmdb", "images"]:
+        for state in ["warm", "cold"]:
+            for repeat in range(2):
+                spec = runner.RunSpec("mnist", backend, state, repeat, iters=10, test_interval=10,
+                                      data_root=mnist_small.parent, results=results, cold_fallback="fadvise")
+                assert runner.run(spec, log=lambda *_: None)["status"] == "ok"
+    return results
+
+
+def test_report_draws_figures_and_tables_from_real_runs(tiny_results, tmp_path):
+    p = subprocess.run([PY, str(ROOT / "analysis" / "report.py"), str(tiny_results), "--out", str(tmp_path)],
+                       capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    md = (tmp_path / "report.md").read_text()
+    assert "| mnist | lmdb |" in md and "| mnist | images |" in md
+    assert "427.16" in md  # the paper's cold image-file time beside ours
+    assert re.search(r"Cold image files .* \| 20.94 \| \d+\.\d\d \| (yes|no) \|", md)
+    for name in ["fig_time_mnist.png", "fig_resources_mnist.png"]:
+        data = (tmp_path / name).read_bytes()
+        assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 10_000
+    assert "data:image/png;base64," in (tmp_path / "report.html").read_text()
+
+
+def test_report_on_no_records_says_so(tmp_path):
+    p = subprocess.run([PY, str(ROOT / "analysis" / "report.py"), str(tmp_path), "--out", str(tmp_path / "r")],
+                       capture_output=True, text=True)
+    assert p.returncode == 1 and "no successful run records" in p.stderr
+
+
+@pytest.mark.parametrize("name", ["overview", "mnist", "cifar10", "imagenet"])
+def test_notebooks_execute_headless(name, tiny_results, tmp_path):
+    import nbformat
+    from nbclient import NotebookClient
+    nb = nbformat.read(ROOT / "analysis" / f"{name}.ipynb", as_version=4)
+    os.environ["IMGSTORE_RESULTS"], os.environ["IMGSTORE_REPORT"] = str(tiny_results), str(tmp_path)
+    NotebookClient(nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(ROOT / "analysis")}}).execute()
+    outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])]
+    assert not [o for o in outputs if o.get("output_type") == "error"]
+    if name in ("mnist", "overview"):
+        assert any("image/png" in o.get("data", {}) or "text/markdown" in o.get("data", {}) for o in outputs)
+
+
+def test_reference_numbers_appear_in_the_papers_text():
+    if not PAPER.exists():
+        pytest.skip(f"{PAPER} not present")
+    text = PAPER.read_text()
+    ref = json.loads((ROOT / "analysis" / "paper_reference.json").read_text())
+    for row in ref["training_seconds"]:
+        assert f"{row['mean']:.2f}" in text, row
+        if row["sd"] is not None:
+            assert str(row["sd"]).rstrip("0") in text, row
+    for p in ref["parameters"].values():
+        assert f"{p['value']:,}" in text
+    for row in ref["footprint"]["rows"]:
+        assert row["size"].split(" ")[0] in text, row
+    assert "99.04%" in text and "6.8 times" in text and "17 times" in text

@@ -1,0 +1,132 @@
+"""The runner: every backend trains through it and leaves a record; cache states are real
+and measured; the monitor samples; refusals and interruptions are clean."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, run
+from experiments import cache, cgroup, runner
+
+PY = str(ROOT / ".venv" / "bin" / "python")
+BACKENDS = ["lmdb", "leveldb", "hdf5", "images", "pymem", "cppmem"]
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory):
+    return tmp_path_factory.mktemp("results")
+
+
+def run_cli(args, **kw):
+    return run([PY, str(ROOT / "experiments" / "run.py")] + args, **kw)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_each_backend_trains_through_the_runner(backend, mnist_small, results):
+    run_cli(["mnist", backend, "warm", "--cpu", "--iters", "40", "--test-interval", "40",
+             "--data", str(mnist_small.parent), "--out", str(results)])
+    records = [r for r in runner.recorded(results, "mnist") if r["backend"] == backend]
+    assert len(records) == 1
+    r = records[0]
+    assert r["status"] == "ok" and r["iterations"] == 40 and r["cache"] == "warm"
+    assert r["test_accuracy"] is not None and r["final_loss"] < r["first_loss"]
+    assert r["solver_seconds"] > 0 and r["wall_seconds"] >= r["solver_seconds"]
+    assert r["cache_resident_fraction"] > 0.99
+    assert r["monitor"]["samples"] >= 1 and "cpu_user_mean" in r["monitor"]
+    run_dir = results / r["run_dir"]
+    assert (run_dir / "caffe.log").exists() and (run_dir / "monitor.csv").exists()
+    assert r["environment"]["caffe_build_key"]
+
+
+def test_a_recorded_run_is_skipped(mnist_small, results):
+    p = run_cli(["mnist", "lmdb", "warm", "--cpu", "--iters", "40", "--test-interval", "40",
+                 "--data", str(mnist_small.parent), "--out", str(results)])
+    assert "already recorded" in p.stderr
+
+
+def test_cold_run_is_measured_not_resident(mnist_small, results):
+    if not cache.can_drop_caches():
+        pytest.skip("needs root to drop caches")
+    run_cli(["mnist", "images", "cold", "--cpu", "--iters", "20", "--test-interval", "20",
+             "--data", str(mnist_small.parent), "--out", str(results)])
+    r = [r for r in runner.recorded(results, "mnist") if r["cache"] == "cold"][-1]
+    assert r["cache_method"] == "drop_caches"
+    assert r["cache_resident_fraction"] < 0.05
+
+
+def test_residency_follows_drop_and_warm(mnist_small):
+    files = [f for f in (mnist_small / "images" / "train").iterdir()][:200]
+    cache.warm(files)
+    assert cache.residency(files) == 1.0
+    cache.fadvise_dontneed(files)
+    assert cache.residency(files) < 0.05
+
+
+def test_cold_run_without_privilege_is_refused_clearly(mnist_small, tmp_path):
+    script = ("import sys; sys.path.insert(0, %r)\n"
+              "from experiments import cache\n"
+              "try:\n    cache.make_state('cold', [%r])\n"
+              "except cache.CacheError as e:\n    print('REFUSED', e); sys.exit(3)\n") % (
+                  str(ROOT), str(mnist_small / "lmdb" / "train_lmdb" / "data.mdb"))
+    os.chmod(tmp_path, 0o755)
+    p = subprocess.run(["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", PY, "-c", script],
+                       capture_output=True, text=True, cwd=tmp_path)
+    assert p.returncode == 3, p.stderr
+    assert "needs root" in p.stdout and "fadvise" in p.stdout
+
+
+def test_fadvise_fallback_is_recorded_as_such(mnist_small, results, monkeypatch):
+    monkeypatch.setattr(cache, "can_drop_caches", lambda: False)
+    spec = runner.RunSpec("mnist", "lmdb", "cold", repeat=7, iters=10, test_interval=10,
+                          data_root=mnist_small.parent, results=results, cold_fallback="fadvise")
+    r = runner.run(spec, log=lambda *_: None)
+    assert r["cache_method"] == "fadvise" and r["status"] == "ok"
+
+
+def test_monitor_samples_cpu_memory_disk_and_measures_itself(tmp_path):
+    out = tmp_path / "m.csv"
+    p = subprocess.Popen([PY, str(ROOT / "monitor" / "sampler.py"), str(out), "--interval", "0.2"])
+    time.sleep(1.5)
+    p.send_signal(signal.SIGTERM)
+    p.wait(timeout=10)
+    summary = runner.summarize_monitor(out)
+    assert summary["samples"] >= 5
+    assert 0 <= summary["cpu_idle_mean"] <= 100 and summary["mem_used_bytes_mean"] > 0
+    assert "read_bytes_total" in summary
+    assert 0 < summary["monitor_cpu_fraction_of_core"] < 0.5
+
+
+def test_an_interrupted_run_leaves_no_record(mnist_small, tmp_path):
+    p = subprocess.Popen([PY, str(ROOT / "experiments" / "run.py"), "mnist", "lmdb", "warm", "--cpu",
+                          "--iters", "100000", "--data", str(mnist_small.parent), "--out", str(tmp_path)],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    deadline = time.time() + 120
+    logs = []
+    while time.time() < deadline and not any("Iteration" in l.read_text() for l in logs):
+        time.sleep(0.5)
+        logs = list(tmp_path.glob("mnist/runs/*/caffe.log"))
+    assert logs, "training never started"
+    os.killpg(p.pid, signal.SIGINT)
+    _, err = p.communicate(timeout=60)
+    assert p.returncode == 130, err
+    assert runner.recorded(tmp_path, "mnist") == []
+
+
+def test_limits_without_cgroup_v2_are_refused_clearly(mnist_small, tmp_path):
+    env = dict(os.environ, IMGSTORE_CGROUP_ROOT=str(tmp_path))
+    p = subprocess.run([PY, str(ROOT / "experiments" / "run.py"), "mnist", "lmdb", "warm", "--cpu",
+                        "--iters", "10", "--mem-limit", "1G", "--data", str(mnist_small.parent),
+                        "--out", str(tmp_path / "r")], capture_output=True, text=True, env=env)
+    assert p.returncode == 2 and "limits need cgroup v2" in p.stderr
+    assert runner.recorded(tmp_path / "r", "mnist") == []
+
+
+def test_paper2016_profile_sets_the_documented_limits():
+    limits = cgroup.Limits.from_args(profile="paper2016", mem="2G")
+    assert limits.cpus == 8 and limits.riops == 150 and limits.rbps == 600 * 10**6
+    assert limits.mem_bytes == 2 * 2**30  # an explicit knob overrides the profile
