@@ -17,4 +17,5 @@ if [ ! -x "$bin" ]; then
   fi
 fi
 [ $# -eq 0 ] && exit 0
-cd "$build" && exec "$bin" "$@"
+# Caffe's tests read src/caffe/test/test_data/... relative to the source root, as `make runtest` runs them
+cd "$(dirname "$build")/src" && exec "$bin" "$@"

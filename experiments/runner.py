@@ -184,11 +184,12 @@ def _run_locked(spec, build, log):
     log(f"{spec.dataset} {spec.backend} {spec.cache} #{spec.repeat}: cache made {spec.cache} by {how}, "
         f"{resident:.1%} of {len(files)} files resident")
 
-    env = dict(os.environ, GLOG_logtostderr="1", PYTHONPATH=str(ROOT))
+    env = dict(os.environ, GLOG_logtostderr="1", GLOG_minloglevel="0", PYTHONPATH=str(ROOT))
     device = block_device_of(dest)
-    monitor = subprocess.Popen([str(PYTHON), str(ROOT / "monitor" / "sampler.py"), str(run_dir / "monitor.csv"),
-                                "--interval", str(spec.monitor_interval)] + (["--device", device] if device else []))
     group = cgroup.create(spec.limits, run_id, dest) if spec.limits.any() else None
+    monitor = subprocess.Popen([str(PYTHON), str(ROOT / "monitor" / "sampler.py"), str(run_dir / "monitor.csv"),
+                                "--interval", str(spec.monitor_interval)] + (["--device", device] if device else []),
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     start = time.time()
     try:
         with open(run_dir / "caffe.log", "w") as logf:

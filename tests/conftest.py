@@ -7,6 +7,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+# quiet pycaffe in the test process; runs that parse Caffe logs ask for INFO themselves
+os.environ.setdefault("GLOG_minloglevel", "2")
 sys.path.insert(0, str(ROOT))
 CAFFE_BIN = ROOT / ".build" / "caffe" / "bin"
 
@@ -25,7 +27,7 @@ def data_root(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def mnist_small(data_root):
-    """Fashion-MNIST, first 640 train / 200 test images, in all six backends."""
+    """Fashion-MNIST, the first 640 train and 640 test images, in all six backends."""
     from data_prep import build
     build.prepare("mnist", ["lmdb", "leveldb", "hdf5", "images", "pymem", "cppmem"], data_root,
                   limit=640, progress=False, log=lambda *_: None)

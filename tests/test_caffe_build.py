@@ -36,7 +36,8 @@ def test_caffe_tool_trains_lenet_from_lmdb_and_loss_falls(mnist_small, tmp_path)
     (tmp_path / "solver.prototxt").write_text(solver_text(
         model, tmp_path / "train.prototxt", tmp_path / "test.prototxt", tmp_path / "snap", gpu=False,
         max_iter=120, test_iter=2, test_interval=1000, seed=1).replace("display: 100", "display: 20"))
-    p = run([caffe_tool("caffe"), "train", f"--solver={tmp_path / 'solver.prototxt'}"], cwd=tmp_path)
+    p = run([caffe_tool("caffe"), "train", f"--solver={tmp_path / 'solver.prototxt'}"], cwd=tmp_path,
+            env=dict(os.environ, GLOG_minloglevel="0"))
     losses = _losses(p.stderr)
     assert len(losses) >= 6, p.stderr[-2000:]
     assert "Optimization Done" in p.stderr

@@ -103,7 +103,7 @@ def first_batch(dataset_dir, backend_name, dataset):
         labels = np.array([y for y, _ in backend.read(dest, "test", ctx)][:50], np.float32)
         net.set_input_arrays(np.ascontiguousarray(data), labels)
     net.forward()
-    return net.blobs["data"].data.copy(), net.blobs["label"].data.copy()
+    return net.blobs["data"].data.copy(), net.blobs["label"].data.ravel().copy()
 
 
 @pytest.mark.parametrize("dataset", ["mnist", "cifar10"])
@@ -239,7 +239,7 @@ def test_a_full_disk_fails_clearly_and_keeps_nothing(tmp_path):
 
 def test_footprint_counts_files_and_bytes(mnist_small):
     m = build.load_manifest(mnist_small, "images")
-    assert m["footprint"]["files"] == 640 + 200 + 2  # PNGs + two list files
+    assert m["footprint"]["files"] == 640 + 640 + 2  # PNGs of both splits + two list files
     assert m["footprint"]["allocated_bytes"] >= m["footprint"]["apparent_bytes"]
     m = build.load_manifest(mnist_small, "cppmem")
-    assert m["footprint"]["apparent_bytes"] == 2 * 24 + (640 + 200) * (784 * 4 + 4)
+    assert m["footprint"]["apparent_bytes"] == 2 * 24 + (640 + 640) * (784 * 4 + 4)
