@@ -16,10 +16,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import lmdb  # noqa: E402
-
 from data_prep import build, standin  # noqa: E402
 from data_prep.backends.image_files import png_bytes  # noqa: E402
+from data_prep.backends.lmdb_store import raw_items  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -36,14 +35,6 @@ def make_tree(root, count):
     for i, (_, label, pixels) in enumerate(src.test.records()):
         (root / "val" / f"v{i}.png").write_bytes(png_bytes(pixels))
     (root / "val.txt").write_text("".join(f"v{i}.png {l}\n" for i, (_, l, _) in enumerate(src.test.records())))
-
-
-def items(path):
-    env = lmdb.open(str(path), readonly=True, lock=False)
-    with env.begin() as txn:
-        out = list(txn.cursor())
-    env.close()
-    return out
 
 
 def main(argv=None):
@@ -70,7 +61,7 @@ def main(argv=None):
         build.prepare("imagenet", ["lmdb"], work / "ours", source_path=tree, jobs=a.jobs, progress=False,
                       log=lambda *_: None)
         ours_s = time.time() - t  # includes the small val split and the mean
-        same = items(work / "caffe_lmdb") == items(work / "ours" / "imagenet" / "lmdb" / "train_lmdb")
+        same = list(raw_items(work / "caffe_lmdb")) == list(raw_items(work / "ours" / "imagenet" / "lmdb" / "train_lmdb"))
         print(f"{a.images} PNGs 256x256 -> LMDB on {os.cpu_count()} cores ({a.jobs} jobs)")
         print(f"convert_imageset: {caffe_s:.2f} s   data_prep: {ours_s:.2f} s   speed-up: {caffe_s / ours_s:.2f}x")
         print(f"identical keys and Datum bytes: {same}")

@@ -126,7 +126,7 @@ def write_artifact(source, backend, out, mean, jobs, progress=True):
         for split in source.splits():
             with backend.writer(split, partial, ctx) as w:
                 bar = tqdm(total=split.count, desc=f"{source.dataset} {backend.name} {split.phase}",
-                           unit="img", disable=not progress, smoothing=0.1)
+                           unit="img", disable=None if progress else True, smoothing=0.1)  # None: off when not a terminal
                 for payload in _records(split, backend, ctx, jobs):
                     w.add(payload)
                     bar.update()

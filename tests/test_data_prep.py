@@ -6,24 +6,20 @@ import shutil
 import subprocess
 from pathlib import Path
 
-import lmdb
 import numpy as np
 import pytest
 
 from conftest import ROOT, caffe_tool, run
 from data_prep import backends, build
 from data_prep.backends import datum
+from data_prep.backends.lmdb_store import raw_items
 from data_prep.sources import FASHION_MNIST_DIR, SourceError
 
 ALL = ["lmdb", "leveldb", "hdf5", "images", "pymem", "cppmem"]
 
 
 def lmdb_items(path):
-    env = lmdb.open(str(path), readonly=True, lock=False)
-    with env.begin() as txn:
-        items = list(txn.cursor())
-    env.close()
-    return items
+    return list(raw_items(path))
 
 
 def small_idx_folder(folder, n):
@@ -141,21 +137,21 @@ def test_wrong_idx_magic_is_refused(tmp_path):
     expect_error(tmp_path, "mnist", src, "t10k-labels-idx1-ubyte: wrong IDX magic")
 
 
-def test_cifar_batch_of_bad_size_is_refused(tmp_path):
-    src = tmp_path / "cifar"
+def cifar_batches(src, **replace):
+    """Six CIFAR-10 binary batches of two black images each, some replaced by the given bytes."""
     src.mkdir()
-    for name in [f"data_batch_{i}.bin" for i in range(1, 6)] + ["test_batch.bin"]:
-        (src / name).write_bytes(bytes(3073 * 2))
-    (src / "data_batch_3.bin").write_bytes(bytes(3073 * 2 + 5))
+    for name in [f"data_batch_{i}" for i in range(1, 6)] + ["test_batch"]:
+        (src / f"{name}.bin").write_bytes(replace.get(name, bytes(3073 * 2)))
+    return src
+
+
+def test_cifar_batch_of_bad_size_is_refused(tmp_path):
+    src = cifar_batches(tmp_path / "cifar", data_batch_3=bytes(3073 * 2 + 5))
     expect_error(tmp_path, "cifar10", src, "data_batch_3.bin: 6151 bytes is not a multiple of the 3073")
 
 
 def test_cifar_label_out_of_range_is_refused(tmp_path):
-    src = tmp_path / "cifar"
-    src.mkdir()
-    for name in [f"data_batch_{i}.bin" for i in range(1, 6)] + ["test_batch.bin"]:
-        (src / name).write_bytes(bytes(3073 * 2))
-    (src / "test_batch.bin").write_bytes(bytes(3073) + b"\x0c" + bytes(3072))
+    src = cifar_batches(tmp_path / "cifar", test_batch=bytes(3073) + b"\x0c" + bytes(3072))
     expect_error(tmp_path, "cifar10", src, "test_batch.bin: record 1: label 12 out of range")
 
 

@@ -27,3 +27,27 @@ def decode(value):
         raise ValueError("encoded Datum: this project stores raw pixels")
     pixels = np.frombuffer(d.data, np.uint8).reshape(d.channels, d.height, d.width)
     return d.label, pixels
+
+
+class DatumBackend:
+    """What the two key-value backends share: Datum records, Caffe's Data layer.
+    Subclasses set `name`, `db` (the Data layer's backend enum name) and provide
+    `writer` and `read`."""
+    layer = "Data"
+    db = ""
+
+    def paths(self, dest, phase):
+        return [dest / f"{phase}_{self.name}"]
+
+    def encode(self, record, ctx):
+        return encode(record, ctx.imagefile_keys)
+
+    def data_layer(self, dest, model, mean_file):
+        from caffe import layers as L, params as P
+        from data_prep.backends import transform_param, phase_name
+
+        def layer(batch, phase):
+            return L.Data(source=str(self.paths(dest, phase_name(phase))[0]),
+                          backend=getattr(P.Data, self.db), batch_size=batch, ntop=2,
+                          transform_param=transform_param(model, mean_file, phase))
+        return layer

@@ -1,7 +1,7 @@
 """LevelDB (log-structured merge tree, snappy-compressed) holding Datum records; Caffe's Data layer."""
 import plyvel
 
-from data_prep.backends import Backend, register, transform_param, phase_name
+from data_prep.backends import Backend, register
 from data_prep.backends import datum
 
 # the options Caffe's db_leveldb.cpp opens a new database with
@@ -30,15 +30,9 @@ class _Writer:
 
 
 @register
-class LevelDBBackend(Backend):
+class LevelDBBackend(datum.DatumBackend, Backend):
     name = "leveldb"
-    layer = "Data"
-
-    def paths(self, dest, phase):
-        return [dest / f"{phase}_leveldb"]
-
-    def encode(self, record, ctx):
-        return datum.encode(record, ctx.imagefile_keys)
+    db = "LEVELDB"
 
     def writer(self, split, dest, ctx):
         return _Writer(self.paths(dest, split.phase)[0])
@@ -50,12 +44,3 @@ class LevelDBBackend(Backend):
                 yield datum.decode(value)
         finally:
             db.close()
-
-    def data_layer(self, dest, model, mean_file):
-        from caffe import layers as L, params as P
-
-        def layer(batch, phase):
-            return L.Data(source=str(self.paths(dest, phase_name(phase))[0]), backend=P.Data.LEVELDB,
-                          batch_size=batch, ntop=2,
-                          transform_param=transform_param(model, mean_file, phase))
-        return layer

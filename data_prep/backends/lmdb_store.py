@@ -1,7 +1,7 @@
 """LMDB (B+tree, memory-mapped) holding Datum records; read by Caffe's Data layer."""
 import lmdb
 
-from data_prep.backends import Backend, register, transform_param, phase_name
+from data_prep.backends import Backend, register
 from data_prep.backends import datum
 
 MAP_SIZE = 1 << 40  # address space only: the file grows with the data, as in Caffe's db_lmdb
@@ -32,34 +32,23 @@ class _Writer:
 
 
 @register
-class LMDBBackend(Backend):
+class LMDBBackend(datum.DatumBackend, Backend):
     name = "lmdb"
-    layer = "Data"
-
-    def paths(self, dest, phase):
-        return [dest / f"{phase}_lmdb"]
-
-    def encode(self, record, ctx):
-        return datum.encode(record, ctx.imagefile_keys)
+    db = "LMDB"
 
     def writer(self, split, dest, ctx):
         return _Writer(self.paths(dest, split.phase)[0])
 
     def read(self, dest, phase, ctx=None):
-        env = lmdb.open(str(self.paths(dest, phase)[0]), readonly=True, lock=False)
-        try:
-            with env.begin() as txn:
-                for _, value in txn.cursor():
-                    yield datum.decode(value)
-        finally:
-            env.close()
+        for _, value in raw_items(self.paths(dest, phase)[0]):
+            yield datum.decode(value)
 
-    def data_layer(self, dest, model, mean_file):
-        import caffe
-        from caffe import layers as L, params as P
 
-        def layer(batch, phase):
-            return L.Data(source=str(self.paths(dest, phase_name(phase))[0]), backend=P.Data.LMDB,
-                          batch_size=batch, ntop=2,
-                          transform_param=transform_param(model, mean_file, phase))
-        return layer
+def raw_items(path):
+    """Every (key, value) of an LMDB, in key order, streamed."""
+    env = lmdb.open(str(path), readonly=True, lock=False)
+    try:
+        with env.begin() as txn:
+            yield from txn.cursor()
+    finally:
+        env.close()
