@@ -163,15 +163,18 @@ def comparison(stats):
 
 
 def footprints(records):
+    """Table 2 rows: the paper's size beside our train split's apparent and allocated bytes
+    (the paper's 238 MB for 60,000 MNIST PNGs matches allocated size: 60,000 x 4 KiB blocks)."""
     seen = {}
     for r in records:
-        seen[(r["dataset"], r["backend"])] = r["artifact_footprint"]
+        seen[(r["dataset"], r["backend"])] = r.get("train_footprint") or r["artifact_footprint"]
     paper = {(row["dataset"], row["backend"]): row["size"] for row in REFERENCE["footprint"]["rows"]}
     rows = []
     for (d, b) in sorted(set(seen) | set(paper)):
         fp = seen.get((d, b))
         rows.append((d, b, paper.get((d, b), "-"),
-                     f"{fp['apparent_bytes'] / 1e6:.1f} MB" if fp else "-", str(fp["files"]) if fp else "-"))
+                     f"{fp['apparent_bytes'] / 1e6:.1f} MB" if fp else "-",
+                     f"{fp['allocated_bytes'] / 1e6:.1f} MB" if fp else "-", str(fp["files"]) if fp else "-"))
     return rows
 
 
@@ -219,8 +222,8 @@ def write_report(records, out):
         ours = f"{row['ours']:.2f}" if row["ours"] is not None else "-"
         md.append(f"| {row['text']} ({row['num'][0]} {row['num'][1]} / {row['den'][0]} {row['den'][1]}) "
                   f"| {row['paper_ratio']} | {ours} | {row['holds']} |")
-    md += ["", "## Table 2: storage footprint", "", "| dataset | backend | paper | ours (apparent) | our files |",
-           "|---|---|---|---|---|"]
+    md += ["", "## Table 2: storage footprint of the training split", "",
+           "| dataset | backend | paper | ours, apparent | ours, allocated | our files |", "|---|---|---|---|---|---|"]
     md += [f"| {' | '.join(row)} |" for row in footprints(records)]
     md += ["", "## Figures", ""] + [f"![{p.stem}]({p.name})" for p in figures]
     (out / "report.md").write_text("\n".join(md) + "\n")

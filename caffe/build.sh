@@ -57,7 +57,17 @@ fetch_cuda_wheels() {  # cuBLAS, cuRAND, cuDNN from PyPI, for a machine whose CU
 }
 
 gpu=${CAFFE_GPU:-auto}
-cuda_root=${CUDA_ROOT:-$(dirname "$(dirname "$(command -v nvcc 2>/dev/null || echo /usr/local/cuda/bin/nvcc)")")}
+find_cuda_root() {  # the toolkit: where bin/nvcc and include/cuda_runtime.h both are
+  local nvcc d
+  nvcc=$(command -v nvcc 2>/dev/null || true)
+  # nvcc on the PATH may be a symlink or a wrapper script (/usr/local/bin/nvcc -> exec .../cuda-13.0/bin/nvcc)
+  for d in "${CUDA_ROOT:-}" "$( [ -n "$nvcc" ] && dirname "$(dirname "$(readlink -f "$nvcc")")")" \
+           /usr/local/cuda /usr/local/cuda-*; do
+    [ -n "$d" ] && [ -x "$d/bin/nvcc" ] && [ -f "$d/include/cuda_runtime.h" ] && { echo "$d"; return; }
+  done
+  echo /usr/local/cuda
+}
+cuda_root=$(find_cuda_root)
 if [ "$gpu" = auto ]; then
   gpu=0
   [ -x "$cuda_root/bin/nvcc" ] && [ -n "$(find_cudnn)" ] && gpu=1
@@ -137,6 +147,11 @@ start=$(date +%s)
    "-DCMAKE_INSTALL_PREFIX=$dir/install" "-DCMAKE_INSTALL_RPATH=$dir/install/lib$extra_rpath" \
    "-DPYTHON_EXECUTABLE=$venv/bin/python" > "$dir/cmake.log" 2>&1) ||
   { tail -40 "$dir/cmake.log"; echo "cmake failed; full log: $dir/cmake.log" >&2; exit 1; }
+if [ "$gpu" = 1 ] && ! grep -q "CUDA detected" "$dir/cmake.log" || { [ "$gpu" = 1 ] && ! grep -q "Found cuDNN" "$dir/cmake.log"; }; then
+  grep -i -m5 "cuda\|cudnn" "$dir/cmake.log" >&2
+  echo "GPU build asked for, but CMake did not find CUDA and cuDNN (toolkit: $cuda_root); see $dir/cmake.log" >&2
+  exit 1
+fi
 (cd "$dir/build" && make -j"$jobs" all > "$dir/make.log" 2>&1 && make install >> "$dir/make.log" 2>&1) ||
   { grep -B2 -A8 -m5 'error' "$dir/make.log" | head -60; echo "build failed; full log: $dir/make.log" >&2; exit 1; }
 echo "$((($(date +%s) - start)))" > "$dir/build-seconds"

@@ -224,6 +224,7 @@ def _run_locked(spec, build, log):
         "device": "gpu" if spec.gpu >= 0 else "cpu", "gpu_id": spec.gpu,
         "source": manifest["source"], "source_fingerprint": manifest["source_fingerprint"],
         "artifact_footprint": manifest["footprint"],
+        "train_footprint": manifest["splits"]["train"]["footprint"],  # what the paper's Table 2 counts
         "limits": asdict(spec.limits), "command": cmd,
         "monitor": summarize_monitor(run_dir / "monitor.csv"),
         "environment": environment(dest), "run_dir": str(run_dir.relative_to(spec.results)),
