@@ -101,6 +101,27 @@ def _pool_iter(pool, it):
         pool.join()
 
 
+def materialized(split, jobs, progress, limit_bytes=2 << 30):
+    """A split small enough for memory (MNIST, CIFAR-10), made once, in parallel, and held as
+    arrays, so that the mean and each backend do not make every record again."""
+    import numpy as np
+    c, h, w = split.shape
+    if split.count * c * h * w > limit_bytes:
+        return split
+    images = np.empty((split.count, c, h, w), np.uint8)
+    labels, names = np.empty(split.count, np.int64), []
+    identity = backends.Backend()
+    for i, (name, label, pixels) in enumerate(tqdm(_records(split, identity, None, jobs), total=split.count,
+                                                   desc=f"source {split.phase}", unit="img",
+                                                   disable=None if progress else True)):
+        images[i], labels[i] = pixels, label
+        names.append(name)
+
+    def get(i):
+        return names[i], int(labels[i]), images[i]
+    return sources.Split(split.phase, split.count, split.shape, get, split.num_classes)
+
+
 @contextmanager
 def dataset_lock(out):
     out.mkdir(exist_ok=True)
@@ -174,6 +195,7 @@ def prepare(dataset, backend_names, out_root, source_path=None, limit=None, coun
         source.train, source.test = source.train.limited(limit), source.test.limited(limit)
         source.fingerprint += f"+limit{limit}"
     log(f"{dataset}: {source.description}: {source.train.count} train + {source.test.count} test")
+    source.train, source.test = (materialized(s, jobs or os.cpu_count(), progress) for s in source.splits())
     jobs = jobs or os.cpu_count()
     out = out_root / dataset
     out_root.mkdir(exist_ok=True)
@@ -213,7 +235,7 @@ def verify(dataset, backend_names, out_root, source_path=None, seed=0, progress=
     """Re-read every artifact; each must yield the source's (label, pixels) sequence
     (pretransformed ones: the transform of it, exactly). Returns the list of failures."""
     out = Path(out_root) / dataset
-    failures = []
+    failures, made = [], {}
     for name in backend_names:
         backend = backends.get(name)
         manifest = load_manifest(out, name)
@@ -221,7 +243,12 @@ def verify(dataset, backend_names, out_root, source_path=None, seed=0, progress=
             if dataset in backend.supports:
                 failures.append(f"{name}: no artifact at {out / name}")
             continue
-        source = _source_of(manifest, dataset, source_path, seed)
+        counts = tuple(manifest["splits"][p]["count"] for p in ("train", "test"))
+        if counts not in made:  # backends of one dataset share the source: make it once
+            made[counts] = _source_of(manifest, dataset, source_path, seed)
+            made[counts].train, made[counts].test = (materialized(s, os.cpu_count(), progress)
+                                                     for s in made[counts].splits())
+        source = made[counts]
         mean = read_mean(out / "mean.binaryproto") if manifest["transform"]["mean_file"] else None
         ctx = context(dataset, out / name, mean)
         for split in source.splits():

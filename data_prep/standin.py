@@ -35,7 +35,9 @@ def _crop(rng, photo, region, min_frac, size):
     side = int(min(y1 - y0, x1 - x0) * rng.uniform(min_frac, 1.0))
     y = rng.integers(y0, y1 - side + 1)
     x = rng.integers(x0, x1 - side + 1)
-    patch = Image.fromarray(photo[y:y + side, x:x + side]).resize((size, size), Image.BILINEAR)
+    # reducing_gap: PIL first shrinks by an integer factor, then resamples (fast for 500 px -> 32 px)
+    patch = Image.fromarray(photo[y:y + side, x:x + side]).resize((size, size), Image.BILINEAR,
+                                                                   reducing_gap=3.0)
     img = np.asarray(patch, dtype=np.float32)
     if rng.random() < 0.5:
         img = img[:, ::-1]
@@ -83,7 +85,7 @@ def cifar10(seed=0, train_count=None, test_count=None):
         return _to_bgr_chw(_crop(rng, photo, (0, 0, h, w), 0.15, 32))
 
     return Source("cifar10", f"generated CIFAR-10 stand-in (seed {seed}, scikit-image photographs)",
-                  _fingerprint("cifar10-standin-v1", seed, train_count, test_count),
+                  _fingerprint("cifar10-standin-v2", seed, train_count, test_count),
                   _split("train", train_count, (3, 32, 32), 10, seed, make),
                   _split("test", test_count, (3, 32, 32), 10, seed, make))
 
@@ -104,6 +106,6 @@ def imagenet(seed=0, train_count=None, test_count=None, num_classes=100):
 
     return Source("imagenet", f"generated ImageNet stand-in (seed {seed}, {num_classes} classes, "
                   "scikit-image photographs, 256x256)",
-                  _fingerprint("imagenet-standin-v1", seed, train_count, test_count, num_classes),
+                  _fingerprint("imagenet-standin-v2", seed, train_count, test_count, num_classes),
                   _split("train", train_count, (3, 256, 256), num_classes, seed, make),
                   _split("test", test_count, (3, 256, 256), num_classes, seed, make))
