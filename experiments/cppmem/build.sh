@@ -12,7 +12,11 @@ stamp=$( { sha256sum < "$src"; cat "$root/.build/caffe.key"; } | sha256sum | cut
 defs=$(sed -n 's/.*INTERFACE_COMPILE_DEFINITIONS "\(.*\)"/\1/p' "$prefix"/share/Caffe/CaffeTargets.cmake |
        head -1 | tr ';' '\n' | sed 's/^/-D/' | tr '\n' ' ')
 cuda_inc=""
-[[ " $defs " == *" -DCPU_ONLY "* ]] || cuda_inc="-I${CUDA_ROOT:-/usr/local/cuda}/include"
+if [[ " $defs " != *" -DCPU_ONLY "* ]]; then  # CUDA, cuBLAS and cuDNN headers, where the build found them
+  opts=$(readlink -f "$prefix")/../options
+  cuda_inc=$(sed -n 's/^-DCUDA_TOOLKIT_ROOT_DIR=\(.*\)/-I\1\/include/p; s/^-DCUDNN_INCLUDE=/-I/p;
+                     s/^-DCMAKE_CXX_FLAGS=-isystem /-I/p' "$opts" | tr '\n' ' ')
+fi
 echo "Compiling cppmem_train ($defs)"
 g++ -O2 -std=c++17 $defs $cuda_inc -I"$prefix/include" "$src" -o "$out.tmp" \
   -L"$prefix/lib" -Wl,-rpath,"$prefix/lib" -lcaffe -lglog -lgflags -lprotobuf -lboost_system
