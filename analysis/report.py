@@ -2,6 +2,7 @@
 """The paper's figures and tables from our run records, with the paper's numbers beside ours.
 
   python analysis/report.py results --out results/report
+  python analysis/report.py --timeseries results/mnist/runs/RUN_ID   # one run's monitor, over time
 
 Reads every RESULTS/*/records.jsonl (and the monitor CSVs they point to) and writes:
   fig_time_DATASET.png      Figures 4 / 7 / 11: mean training time per backend, warm and cold,
@@ -147,6 +148,42 @@ def fig_resources(dataset, records, out):
     return path
 
 
+def fig_timeseries(run_dir, out):
+    """One run's monitor samples over time: CPU, memory, block reads, GPU."""
+    import csv
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    rows = list(csv.DictReader(open(Path(run_dir) / "monitor.csv")))
+    if not rows:
+        raise SystemExit(f"{run_dir}/monitor.csv has no samples")
+    t = [float(r["t"]) for r in rows]
+
+    def col(name, scale=1.0):
+        return [float(r[name]) / scale if r[name] not in ("", None) else float("nan") for r in rows]
+    fig, axes = plt.subplots(4, 1, figsize=(8, 8), sharex=True)
+    for name in ["cpu_user", "cpu_system", "cpu_iowait"]:
+        axes[0].plot(t, col(name), label=name[4:])
+    axes[0].set_ylabel("CPU (%)")
+    axes[0].legend(fontsize=7)
+    axes[1].plot(t, col("mem_used_bytes", 2**30), label="used")
+    axes[1].plot(t, col("mem_cached_bytes", 2**30), label="page cache")
+    axes[1].set_ylabel("memory (GiB)")
+    axes[1].legend(fontsize=7)
+    axes[2].plot(t, col("read_bytes", 2**20))
+    axes[2].set_ylabel("reads (MiB/sample)")
+    axes[3].plot(t, col("gpu_util"))
+    axes[3].set_ylabel("GPU (%)")
+    axes[3].set_xlabel("seconds since training started")
+    fig.suptitle(f"monitor of run {Path(run_dir).name}")
+    fig.tight_layout()
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / f"timeseries_{Path(run_dir).name}.png"
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
 def comparison(stats):
     rows = []
     for f in REFERENCE["findings"]:
@@ -238,9 +275,15 @@ def write_report(records, out):
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("results", nargs="+", help="results folders (holding DATASET/records.jsonl) or .jsonl files")
+    p.add_argument("results", nargs="*", help="results folders (holding DATASET/records.jsonl) or .jsonl files")
     p.add_argument("--out", default="results/report")
+    p.add_argument("--timeseries", metavar="RUN_DIR", help="plot one run's monitor samples over time")
     a = p.parse_args(argv)
+    if a.timeseries:
+        print(f"wrote {fig_timeseries(a.timeseries, Path(a.out))}")
+        return 0
+    if not a.results:
+        p.error("give results folders, or --timeseries RUN_DIR")
     records = load_records(a.results)
     if not any(r["status"] == "ok" for r in records):
         print(f"no successful run records under {', '.join(a.results)}: run `make mnist-quick` "

@@ -41,6 +41,14 @@ def test_report_draws_figures_and_tables_from_real_runs(tiny_results, tmp_path):
     assert "data:image/png;base64," in (tmp_path / "report.html").read_text()
 
 
+def test_one_runs_time_series_on_request(tiny_results, tmp_path):
+    run_dir = next((tiny_results / "mnist" / "runs").iterdir())
+    p = subprocess.run([PY, str(ROOT / "analysis" / "report.py"), "--timeseries", str(run_dir), "--out", str(tmp_path)],
+                       capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    assert (tmp_path / f"timeseries_{run_dir.name}.png").read_bytes()[:4] == b"\x89PNG"
+
+
 def test_report_on_no_records_says_so(tmp_path):
     p = subprocess.run([PY, str(ROOT / "analysis" / "report.py"), str(tmp_path), "--out", str(tmp_path / "r")],
                        capture_output=True, text=True)
