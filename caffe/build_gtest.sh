@@ -11,7 +11,7 @@ if [ ! -x "$bin" ]; then
   exec 9>"$(dirname "$build")/../build.lock"
   flock 9
   if [ ! -x "$bin" ]; then
-    echo "Building Caffe's GoogleTest suite in $build (one-off; ~10 min on 2 cores)..."
+    echo "Building Caffe's GoogleTest suite in $build (one-off; ~5 min on 2 cores)..."
     make -C "$build" -j"${CAFFE_JOBS:-$(nproc)}" test.testbin > "$build/../gtest-build.log" 2>&1 ||
       { tail -30 "$build/../gtest-build.log"; exit 1; }
   fi
