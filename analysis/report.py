@@ -29,6 +29,13 @@ COLORS = {"lmdb": "#1b9e77", "leveldb": "#66a61e", "hdf5": "#7570b3", "images": 
 CACHES = ["warm", "cold"]
 
 
+def pyplot():
+    import matplotlib
+    matplotlib.use("Agg")  # files only, no display
+    import matplotlib.pyplot as plt
+    return plt
+
+
 def load_records(paths):
     records = []
     for p in map(Path, paths):
@@ -66,9 +73,7 @@ def paper_value(dataset, backend, cache):
 
 def fig_time(dataset, stats, out, stock=True):
     """stock: the runs used the stock solver, so the paper's seconds are comparable and shown."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
     present = [b for b in BACKENDS if any((dataset, b, c) in stats for c in CACHES)]
     fig, ax = plt.subplots(figsize=(7.5, 4))
     width = 0.38
@@ -110,9 +115,7 @@ def monitor_means(records, dataset):
 
 
 def fig_resources(dataset, records, out):
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
     means = monitor_means(records, dataset)
     keys = [(b, c) for b in BACKENDS for c in CACHES if (b, c) in means]
     labels = [f"{b}\n{c}" for b, c in keys]
@@ -151,9 +154,7 @@ def fig_resources(dataset, records, out):
 def fig_timeseries(run_dir, out):
     """One run's monitor samples over time: CPU, memory, block reads, GPU."""
     import csv
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = pyplot()
     rows = list(csv.DictReader(open(Path(run_dir) / "monitor.csv")))
     if not rows:
         raise SystemExit(f"{run_dir}/monitor.csv has no samples")
