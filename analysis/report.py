@@ -36,6 +36,14 @@ def pyplot():
     return plt
 
 
+def save(fig, path):
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    import matplotlib.pyplot as plt
+    plt.close(fig)
+    return path
+
+
 def load_records(paths):
     records = []
     for p in map(Path, paths):
@@ -94,11 +102,7 @@ def fig_time(dataset, stats, out, stock=True):
     ax.set_title(f"{dataset}: mean training time, warm (solid) and cold (hatched)"
                  + ("; x = paper's value" if stock else "\n(shortened runs: the paper's seconds are not shown)"),
                  fontsize=10)
-    fig.tight_layout()
-    path = out / f"fig_time_{dataset}.png"
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save(fig, out / f"fig_time_{dataset}.png")
 
 
 def monitor_means(records, dataset):
@@ -144,20 +148,17 @@ def fig_resources(dataset, records, out):
     for ax in axes.flat:
         ax.set_xticks(list(x), labels, fontsize=7)
     fig.suptitle(f"{dataset}: resource utilisation during training (means over runs)")
-    fig.tight_layout()
-    path = out / f"fig_resources_{dataset}.png"
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save(fig, out / f"fig_resources_{dataset}.png")
 
 
 def fig_timeseries(run_dir, out):
     """One run's monitor samples over time: CPU, memory, block reads, GPU."""
     import csv
     plt = pyplot()
-    rows = list(csv.DictReader(open(Path(run_dir) / "monitor.csv")))
+    with open(Path(run_dir) / "monitor.csv") as f:
+        rows = list(csv.DictReader(f))
     if not rows:
-        raise SystemExit(f"{run_dir}/monitor.csv has no samples")
+        raise ValueError(f"{run_dir}/monitor.csv has no samples")
     t = [float(r["t"]) for r in rows]
 
     def col(name, scale=1.0):
@@ -177,12 +178,8 @@ def fig_timeseries(run_dir, out):
     axes[3].set_ylabel("GPU (%)")
     axes[3].set_xlabel("seconds since training started")
     fig.suptitle(f"monitor of run {Path(run_dir).name}")
-    fig.tight_layout()
     out.mkdir(parents=True, exist_ok=True)
-    path = out / f"timeseries_{Path(run_dir).name}.png"
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return save(fig, out / f"timeseries_{Path(run_dir).name}.png")
 
 
 def comparison(stats):
@@ -281,7 +278,11 @@ def main(argv=None):
     p.add_argument("--timeseries", metavar="RUN_DIR", help="plot one run's monitor samples over time")
     a = p.parse_args(argv)
     if a.timeseries:
-        print(f"wrote {fig_timeseries(a.timeseries, Path(a.out))}")
+        try:
+            print(f"wrote {fig_timeseries(a.timeseries, Path(a.out))}")
+        except (OSError, ValueError) as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 1
         return 0
     if not a.results:
         p.error("give results folders, or --timeseries RUN_DIR")

@@ -106,7 +106,7 @@ def materialized(split, jobs, progress, limit_bytes=2 << 30):
     arrays, so that the mean and each backend do not make every record again."""
     import numpy as np
     c, h, w = split.shape
-    if split.count * c * h * w > limit_bytes:
+    if split.in_memory or split.count * c * h * w > limit_bytes:
         return split
     images = np.empty((split.count, c, h, w), np.uint8)
     labels, names = np.empty(split.count, np.int64), []
@@ -119,7 +119,7 @@ def materialized(split, jobs, progress, limit_bytes=2 << 30):
 
     def get(i):
         return names[i], int(labels[i]), images[i]
-    return sources.Split(split.phase, split.count, split.shape, get, split.num_classes)
+    return sources.Split(split.phase, split.count, split.shape, get, split.num_classes, in_memory=True)
 
 
 @contextmanager

@@ -30,12 +30,14 @@ class Split:
     shape: Tuple[int, int, int]
     get: Callable[[int], Record]  # record by index (random access: workers make records)
     num_classes: int
+    in_memory: bool = False       # records are array slices already: nothing to make or cache
+
 
     def records(self) -> Iterator[Record]:
         return (self.get(i) for i in range(self.count))
 
     def limited(self, n):
-        return Split(self.phase, min(n, self.count), self.shape, self.get, self.num_classes)
+        return Split(self.phase, min(n, self.count), self.shape, self.get, self.num_classes, self.in_memory)
 
 
 @dataclass
@@ -55,7 +57,7 @@ def _array_split(phase, images, labels, num_classes):
 
     def get(i):
         return f"{i:08d}", int(labels[i]), images[i]
-    return Split(phase, len(labels), tuple(images.shape[1:]), get, num_classes)
+    return Split(phase, len(labels), tuple(images.shape[1:]), get, num_classes, in_memory=True)
 
 
 def _fingerprint(paths):

@@ -5,36 +5,26 @@ summary table (mean +- sd of training time per backend and cache state).
   python experiments/matrix.py mnist-all [run.py options]     # stock solver, 3 repeats
   python experiments/matrix.py mnist-quick [run.py options]   # few iterations, 1 repeat
 """
-import statistics
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from analysis.report import cell_stats  # noqa: E402
 from experiments import run, runner  # noqa: E402
 
 QUICK_ITERS = {"mnist": 200, "cifar10": 100, "imagenet": 20}
 
 
-def summary(records):
-    """(backend, cache) -> (mean, sd, n) of wall seconds over ok runs."""
-    cells = {}
-    for r in records:
-        if r["status"] == "ok":
-            cells.setdefault((r["backend"], r["cache"]), []).append(r["wall_seconds"])
-    return {k: (statistics.mean(v), statistics.stdev(v) if len(v) > 1 else 0.0, len(v))
-            for k, v in cells.items()}
-
-
 def print_table(dataset, records, out=sys.stdout):
-    table = summary(records)
+    table = cell_stats(records)
     print(f"\n{dataset}: training wall time, seconds (mean +- sd, n)", file=out)
     print(f"{'backend':<9} {'warm':>22} {'cold':>22}", file=out)
-    for backend in sorted({b for b, _ in table}):
+    for backend in sorted({b for d, b, _ in table if d == dataset}):
         cols = []
         for cache in ("warm", "cold"):
-            m = table.get((backend, cache))
-            cols.append(f"{m[0]:9.2f} +- {m[1]:6.2f} ({m[2]})" if m else f"{'-':>22}")
+            m = table.get((dataset, backend, cache))
+            cols.append(f"{m['mean']:9.2f} +- {m['sd']:6.2f} ({m['n']})" if m else f"{'-':>22}")
         print(f"{backend:<9} {cols[0]:>22} {cols[1]:>22}", file=out)
 
 

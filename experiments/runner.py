@@ -131,7 +131,8 @@ def _gpu_info():
 
 def summarize_monitor(csv_path):
     import csv
-    rows = list(csv.DictReader(open(csv_path)))
+    with open(csv_path) as f:
+        rows = list(csv.DictReader(f))
     out = {"samples": len(rows)}
     for col in ["cpu_user", "cpu_system", "cpu_iowait", "cpu_idle", "mem_used_bytes", "mem_cached_bytes",
                 "gpu_util", "gpu_mem_used_bytes"]:
@@ -176,9 +177,18 @@ def _run_locked(spec, build, log):
     run_dir = Path(spec.results) / spec.dataset / "runs" / run_id
     run_dir.mkdir(parents=True)
     backend, dest = write_net_files(spec, run_dir)
+    # limits first: a run refused for them must not have flushed the page cache
+    group = cgroup.create(spec.limits, run_id, dest) if spec.limits.any() else None
+    try:
+        return _train_and_record(spec, run_id, run_dir, backend, dest, group, log)
+    finally:
+        if group:
+            group.remove()
+
+
+def _train_and_record(spec, run_id, run_dir, backend, dest, group, log):
     files = backend.files(dest)
     cmd = training_command(spec, run_dir, dest)
-
     how = cache.make_state(spec.cache, files, spec.cold_fallback)
     resident = cache.residency(files)
     log(f"{spec.dataset} {spec.backend} {spec.cache} #{spec.repeat}: cache made {spec.cache} by {how}, "
@@ -186,18 +196,17 @@ def _run_locked(spec, build, log):
 
     env = dict(os.environ, GLOG_logtostderr="1", GLOG_minloglevel="0", PYTHONPATH=str(ROOT))
     device = block_device_of(dest)
-    group = cgroup.create(spec.limits, run_id, dest) if spec.limits.any() else None
     monitor = subprocess.Popen([str(PYTHON), str(ROOT / "monitor" / "sampler.py"), str(run_dir / "monitor.csv"),
                                 "--interval", str(spec.monitor_interval)] + (["--device", device] if device else []),
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    start = time.time()
+    start, proc = time.time(), None
     try:
         with open(run_dir / "caffe.log", "w") as logf:
             proc = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT, cwd=run_dir, env=env,
                                     preexec_fn=group.enter if group else None)
             rc = proc.wait()
     except BaseException:  # Ctrl-C, kill: no record, no orphan
-        if "proc" in locals() and proc.poll() is None:
+        if proc is not None and proc.poll() is None:
             proc.kill()
             proc.wait()
         raise
@@ -205,8 +214,6 @@ def _run_locked(spec, build, log):
         wall = time.time() - start
         monitor.send_signal(signal.SIGTERM)
         monitor.wait()
-        if group:
-            group.remove()
 
     parsed = caffe_log.parse((run_dir / "caffe.log").read_text(errors="replace"))
     manifest = json.loads((dest / "manifest.json").read_text())

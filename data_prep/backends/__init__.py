@@ -37,6 +37,7 @@ class WriteContext:
     scale: float               # the net's transform_param scale
     mean: np.ndarray = None    # C x H x W float32 mean (mean.binaryproto), or None
     imagefile_keys: bool = False  # keys and Datum fields as convert_imageset makes them
+    phase_dir: Path = None     # the split's own folder while it is written (image files)
 
     def transform(self, pixels):
         """What Caffe's DataTransformer computes for a uint8 C x H x W image (no crop/mirror)."""

@@ -52,14 +52,14 @@ class ImageFilesBackend(Backend):
 
     def encode(self, record, ctx):
         name, label, pixels = record
-        phase_dir = ctx.current_dir  # set by the writer before encoding starts
+        phase_dir = ctx.phase_dir  # set by writer(), which runs before any encode
         rel = f"{phase_dir.name}/{name[:8]}.png"
         (phase_dir / f"{name[:8]}.png").write_bytes(png_bytes(pixels))
         return rel, label
 
     def writer(self, split, dest, ctx):
         (dest / split.phase).mkdir(parents=True, exist_ok=True)
-        ctx.current_dir = dest / split.phase
+        ctx.phase_dir = dest / split.phase
         return _ListWriter(dest / f"{split.phase}.txt")
 
     def read(self, dest, phase, ctx=None):
