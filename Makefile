@@ -4,19 +4,23 @@ SHELL := /bin/bash
 PY    := .venv/bin/python
 # extra arguments for the runner, e.g. make mnist-all RUN_ARGS="--gpu 0"
 RUN_ARGS ?=
+# for make gpu-bundle: the python-include.tgz that device/probe.sh wrote on the GPU machine
+PY_INCLUDE ?=
 
 .PHONY: help setup caffe caffe-gpu caffe-gtest venv data-deps test \
-        mnist-all cifar10-all imagenet-all mnist-quick cifar10-quick imagenet-quick report clean
+        mnist-all cifar10-all imagenet-all mnist-quick cifar10-quick imagenet-quick report gpu-bundle clean
 
 help:
 	@echo "make test            install everything, then run the test suite"
 	@echo "make mnist-all       the paper's MNIST matrix: 6 backends x warm/cold x 3 repeats"
 	@echo "make cifar10-all     the same for CIFAR-10;  make imagenet-all: ImageNet (lmdb, leveldb, images)"
 	@echo "make mnist-quick     a smoke run of the matrix: few iterations, one repeat"
-	@echo "make report          figures and tables from results/ into results/report/"
+	@echo "make report          figures and tables for every results folder (results/, results/h100/, ...)"
 	@echo "make caffe           (re)build Caffe if its source, patches or options changed"
 	@echo "make caffe-gpu       the same with CUDA + cuDNN (CAFFE_GPU=1)"
 	@echo "make caffe-gtest     build Caffe's own GoogleTest binary in the build tree"
+	@echo "make gpu-bundle PY_INCLUDE=python-include.tgz   Caffe GPU build + libraries for a GPU machine"
+	@echo "                     without a package registry (device/bundle.sh; README: GPU machines)"
 
 venv:
 	@scripts/venv.sh
@@ -43,8 +47,14 @@ test: setup
 mnist-all mnist-quick cifar10-all cifar10-quick imagenet-all imagenet-quick: setup
 	@$(PY) experiments/matrix.py $@ $(RUN_ARGS)
 
+# one report per folder of records: results/ (this machine) and results/<machine>/ (committed runs)
 report: setup
-	@$(PY) analysis/report.py results --out results/report
+	@for d in results results/*; do \
+	  if compgen -G "$$d/*/records.jsonl" >/dev/null; then $(PY) analysis/report.py $$d --out $$d/report; fi; \
+	done
+
+gpu-bundle: setup
+	@device/bundle.sh --python-include "$(PY_INCLUDE)"
 
 clean:
 	rm -rf .build .venv

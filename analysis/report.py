@@ -44,6 +44,15 @@ def save(fig, path):
     return path
 
 
+def default_results(root):
+    """The folder a notebook reads: this machine's results/ once it has records, else the
+    committed runs of the H100 machine (results/h100/), so a fresh checkout has figures."""
+    local = Path(root) / "results"
+    if any(local.glob("*/records.jsonl")):
+        return local
+    return local / "h100"
+
+
 def load_records(paths):
     records = []
     for p in map(Path, paths):
@@ -252,10 +261,10 @@ def write_report(records, out):
             pv = [paper_value(d, b, c) for c in CACHES]
             md.append(f"| {d} | {b} | {fmt[0]} | {fmt[1]} | {pv[0] or '-'} | {pv[1] or '-'} |")
     md += ["", "## The paper's findings, ratio by ratio", "",
-           "| finding | paper | ours | direction holds |", "|---|---|---|---|"]
+           "| dataset | finding | paper | ours | direction holds |", "|---|---|---|---|---|"]
     for row in comparison(stats):
         ours = f"{row['ours']:.2f}" if row["ours"] is not None else "-"
-        md.append(f"| {row['text']} ({row['num'][0]} {row['num'][1]} / {row['den'][0]} {row['den'][1]}) "
+        md.append(f"| {row['dataset']} | {row['text']} ({row['num'][0]} {row['num'][1]} / {row['den'][0]} {row['den'][1]}) "
                   f"| {row['paper_ratio']} | {ours} | {row['holds']} |")
     md += ["", "## Table 2: storage footprint of the training split", "",
            "| dataset | backend | paper | ours, apparent | ours, allocated | our files |", "|---|---|---|---|---|---|"]

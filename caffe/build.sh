@@ -8,6 +8,7 @@
 #   CAFFE_CACHE          where builds are kept (default ~/.cache/imgstore-caffe)
 #   CAFFE_JOBS           parallel compile jobs (default: all cores)
 #   CAFFE_CMAKE_ARGS     extra CMake options (part of the cache key)
+#   CAFFE_LINK=0         build (or find) it, but leave .build/caffe pointing where it was
 #
 #   caffe/build.sh --status   print the cache key and whether it is built; build nothing
 #
@@ -112,6 +113,7 @@ key=$( { echo "$source_id"; cat "$here"/patches/*.patch; echo "${cmake_opts[*]}"
 dir=$cache/build-$key
 mkdir -p "$root/.build"
 link_result() {
+  [ "${CAFFE_LINK:-1}" = 1 ] || return 0
   ln -sfn "$dir/install" "$root/.build/caffe"
   ln -sfn "$dir/build" "$root/.build/caffe-build"
   # make `import caffe` work in the venv

@@ -13,6 +13,8 @@ import multiprocessing as mp
 import os
 import shutil
 import time
+from collections import deque
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -32,14 +34,20 @@ def model_for(dataset):
 
 # --- mean.binaryproto ----------------------------------------------------------------
 
-def compute_mean(split, progress=True):
-    """The per-pixel mean of the train split, accumulated in float32 image by image and
-    divided once, exactly as Caffe's compute_image_mean does."""
-    total = np.zeros(split.shape, np.float32)
-    for _, _, pixels in tqdm(split.records(), total=split.count, desc="mean", unit="img",
-                             disable=not progress, leave=False):
-        total += pixels
-    return total / np.float32(split.count)
+def mean_from_sum(pixel_sum, count):
+    """compute_image_mean's result from the exact per-pixel sum of `count` uint8 images.
+
+    Caffe sums in float32 image by image, which is exact while a sum stays below 2**24
+    (65,793 images of 255); there the two agree bit for bit. Beyond, Caffe's sum rounds
+    and this one does not: the means differ by float32 rounding only. An exact sum is
+    what lets parallel workers add their share in any order."""
+    return pixel_sum.astype(np.float32) / np.float32(count)
+
+
+def compute_mean(split, jobs=1, progress=True):
+    """The train split's per-pixel mean, in a pass of its own (see mean_from_sum)."""
+    _, pixel_sum = convert(split, None, None, jobs, progress, want_sum=True, desc="mean")
+    return mean_from_sum(pixel_sum, split.count)
 
 
 def write_mean(mean, path):
@@ -80,42 +88,86 @@ def footprint(files):
 _WORK = {}  # what forked workers read: split, backend, context
 
 
-def _encode(i):
-    return _WORK["backend"].encode(_WORK["split"].get(i), _WORK["ctx"])
+def _encode_range(bounds):
+    """Worker: make records lo..hi-1 (decode, generate), encode each for the backend (none:
+    keep the record), and sum their pixels exactly if asked."""
+    split, backend, ctx, want_sum = _WORK["split"], _WORK["backend"], _WORK["ctx"], _WORK["want_sum"]
+    total = np.zeros(split.shape, np.uint32) if want_sum else None  # exact below 16.8M images of 255
+    payloads = []
+    for i in range(*bounds):
+        record = split.get(i)
+        if want_sum:
+            np.add(total, record[2], out=total)
+        payloads.append(backend.encode(record, ctx) if backend else record)
+    return payloads, total
 
 
-def _records(split, backend, ctx, jobs):
+def _ranges(count, jobs):
+    """Tasks of up to 64 records: few enough round trips, small enough to keep `jobs` busy."""
+    size = max(1, min(64, count // (jobs * 4)))
+    return [(lo, min(lo + size, count)) for lo in range(0, count, size)]
+
+
+def _results(split, backend, ctx, jobs, want_sum):
+    """(payloads, pixel sum) per range of records, in order."""
+    _WORK.update(split=split, backend=backend, ctx=ctx, want_sum=want_sum)
+    ranges = _ranges(split.count, jobs)
     if jobs <= 1 or split.count < 256:
-        return (backend.encode(split.get(i), ctx) for i in range(split.count))
-    _WORK.update(split=split, backend=backend, ctx=ctx)
-    pool = mp.get_context("fork").Pool(jobs)
-    chunk = max(1, min(256, split.count // (jobs * 8)))
-    return _pool_iter(pool, pool.imap(_encode, range(split.count), chunksize=chunk))
-
-
-def _pool_iter(pool, it):
+        yield from map(_encode_range, ranges)
+        return
+    # OpenCV releases the GIL while it decodes, so image files decode in threads and nothing
+    # is copied between processes; generating stand-ins and encoding arrays need processes.
+    pool = (ThreadPoolExecutor(jobs) if split.decodes_files
+            else ProcessPoolExecutor(jobs, mp_context=mp.get_context("fork")))
     try:
-        yield from it
+        yield from _bounded_map(pool, _encode_range, ranges, window=2 * jobs)
     finally:
-        pool.terminate()
-        pool.join()
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _bounded_map(pool, fn, items, window):
+    """pool.map, in order, with at most `window` tasks in flight, so that results never
+    pile up in memory when the one writer is slower than the workers."""
+    pending = deque()
+    for item in items:
+        pending.append(pool.submit(fn, item))
+        if len(pending) >= window:
+            yield pending.popleft().result()
+    while pending:
+        yield pending.popleft().result()
+
+
+def convert(split, backend, ctx, jobs, sink=None, want_sum=False, desc="", progress=True):
+    """One pass over a split. Each record is made (decoded, generated) and encoded by
+    `backend` (None: the record itself) in `jobs` forked workers, and handed in order to
+    `sink` in this process, the one writer. Returns the split's exact int64 per-pixel sum
+    when `want_sum`, so that the mean costs no pass of its own."""
+    total = np.zeros(split.shape, np.int64) if want_sum else None
+    bar = tqdm(total=split.count, desc=desc, unit="img", disable=None if progress else True, smoothing=0.1)
+    for payloads, part in _results(split, backend, ctx, jobs, want_sum):
+        if sink:
+            for payload in payloads:
+                sink(payload)
+        if want_sum:
+            total += part
+        bar.update(len(payloads))
+    bar.close()
+    return total
 
 
 def materialized(split, jobs, progress, limit_bytes=2 << 30):
-    """A split small enough for memory (MNIST, CIFAR-10), made once, in parallel, and held as
-    arrays, so that the mean and each backend do not make every record again."""
-    import numpy as np
+    """A split made once, in parallel, and held as arrays, for when several backends will be
+    written from it (MNIST and CIFAR-10 are arrays already). Too large: the split as is."""
     c, h, w = split.shape
     if split.in_memory or split.count * c * h * w > limit_bytes:
         return split
     images = np.empty((split.count, c, h, w), np.uint8)
     labels, names = np.empty(split.count, np.int64), []
-    identity = backends.Backend()
-    for i, (name, label, pixels) in enumerate(tqdm(_records(split, identity, None, jobs), total=split.count,
-                                                   desc=f"source {split.phase}", unit="img",
-                                                   disable=None if progress else True)):
-        images[i], labels[i] = pixels, label
-        names.append(name)
+
+    def keep(record):
+        images[len(names)], labels[len(names)] = record[2], record[1]
+        names.append(record[0])
+    convert(split, None, None, jobs, keep, desc=f"source {split.phase}", progress=progress)
 
     def get(i):
         return names[i], int(labels[i]), images[i]
@@ -136,27 +188,29 @@ def context(dataset, final_dir, mean):
                                  mean=mean, imagefile_keys=dataset == "imagenet")
 
 
-def write_artifact(source, backend, out, mean, jobs, progress=True):
+def write_artifact(source, backend, out, mean, jobs, progress=True, want_train_sum=False):
+    """Write one backend's artifact; returns its manifest and, if asked, the train split's
+    exact pixel sum (for the mean, made in the same pass)."""
     final = out / backend.name
     partial = out / f".{backend.name}.partial"
     shutil.rmtree(partial, ignore_errors=True)
     partial.mkdir()
     ctx = context(source.dataset, final, mean)
     started = time.time()
+    train_sum = None
     try:
         for split in source.splits():
+            want_sum = want_train_sum and split.phase == "train"
             with backend.writer(split, partial, ctx) as w:
-                bar = tqdm(total=split.count, desc=f"{source.dataset} {backend.name} {split.phase}",
-                           unit="img", disable=None if progress else True, smoothing=0.1)  # None: off when not a terminal
-                for payload in _records(split, backend, ctx, jobs):
-                    w.add(payload)
-                    bar.update()
-                bar.close()
+                total = convert(split, backend, ctx, jobs, w.add, want_sum,
+                                desc=f"{source.dataset} {backend.name} {split.phase}", progress=progress)
+            if want_sum:
+                train_sum = total
         manifest = {
             "dataset": source.dataset, "backend": backend.name, "caffe_layer": backend.layer,
             "source": source.description, "source_fingerprint": source.fingerprint,
             "pretransformed": backend.pretransformed,
-            "transform": {"scale": ctx.scale, "mean_file": mean is not None},
+            "transform": {"scale": ctx.scale, "mean_file": bool(model_for(source.dataset).transform.mean_file)},
             "channel_order": "BGR", "seconds": round(time.time() - started, 2),
             "created": time.strftime("%Y-%m-%dT%H:%M:%S"),
             "splits": {s.phase: {"count": s.count, "shape": list(s.shape),
@@ -176,7 +230,7 @@ def write_artifact(source, backend, out, mean, jobs, progress=True):
     if final.exists():
         shutil.rmtree(final)
     os.replace(partial, final)
-    return manifest
+    return manifest, train_sum
 
 
 def load_manifest(out, backend_name):
@@ -186,6 +240,9 @@ def load_manifest(out, backend_name):
 
 def prepare(dataset, backend_names, out_root, source_path=None, limit=None, count=None, seed=0,
             jobs=None, force=False, progress=True, log=print):
+    """Write each named backend of a dataset (skipping those already made from the same
+    source) and its mean.binaryproto. Raw backends go first: the first one's pass also sums
+    the train pixels for the mean, which the pretransformed ones need before they start."""
     out_root = Path(out_root)
     if not out_root.parent.exists():
         raise SourceError(f"{out_root}: its parent folder {out_root.parent} does not exist")
@@ -195,38 +252,52 @@ def prepare(dataset, backend_names, out_root, source_path=None, limit=None, coun
         source.train, source.test = source.train.limited(limit), source.test.limited(limit)
         source.fingerprint += f"+limit{limit}"
     log(f"{dataset}: {source.description}: {source.train.count} train + {source.test.count} test")
-    source.train, source.test = (materialized(s, jobs or os.cpu_count(), progress) for s in source.splits())
     jobs = jobs or os.cpu_count()
     out = out_root / dataset
     out_root.mkdir(exist_ok=True)
     results = {}
     with dataset_lock(out):
-        mean = _ensure_mean(source, out, force, progress, log)
+        todo = []
         for backend in chosen:
+            old = load_manifest(out, backend.name)
             if dataset not in backend.supports:
                 log(f"  {backend.name}: skipped for {dataset}: {backend.why_not}")
-                continue
-            old = load_manifest(out, backend.name)
-            if not force and old and old["source_fingerprint"] == source.fingerprint:
+            elif not force and old and old["source_fingerprint"] == source.fingerprint:
                 log(f"  {backend.name}: up to date ({out / backend.name})")
                 results[backend.name] = old
-                continue
-            results[backend.name] = write_artifact(source, backend, out, mean, jobs, progress)
+            else:
+                todo.append(backend)
+        if len(todo) > 1:  # several passes: make the records once
+            source.train, source.test = (materialized(s, jobs, progress) for s in source.splits())
+        mean = _current_mean(source, out, force)
+        need_mean = model_for(dataset).transform.mean_file and mean is None
+        for backend in sorted(todo, key=lambda b: b.pretransformed):
+            if need_mean and backend.pretransformed:
+                mean, need_mean = _save_mean(compute_mean(source.train, jobs, progress), source, out, log), False
+            results[backend.name], train_sum = write_artifact(source, backend, out, mean, jobs, progress,
+                                                              want_train_sum=need_mean)
             log(f"  {backend.name}: written in {results[backend.name]['seconds']} s")
+            if need_mean:
+                mean = _save_mean(mean_from_sum(train_sum, source.train.count), source, out, log)
+                need_mean = False
+        if need_mean:
+            _save_mean(compute_mean(source.train, jobs, progress), source, out, log)
     return results
 
 
-def _ensure_mean(source, out, force, progress, log):
-    if not model_for(source.dataset).transform.mean_file:
-        return None
+def _current_mean(source, out, force):
+    """The dataset's mean.binaryproto if it was made from this source, else None."""
     path, stamp = out / "mean.binaryproto", out / "mean.source"
     if not force and path.exists() and stamp.exists() and stamp.read_text() == source.fingerprint:
         return read_mean(path)
-    mean = compute_mean(source.train, progress)
-    write_mean(mean, path)
-    stamp.write_text(source.fingerprint)
-    log(f"  mean.binaryproto written ({path})")
-    return read_mean(path)
+    return None
+
+
+def _save_mean(mean, source, out, log):
+    write_mean(mean, out / "mean.binaryproto")
+    (out / "mean.source").write_text(source.fingerprint)
+    log(f"  mean.binaryproto written ({out / 'mean.binaryproto'})")
+    return read_mean(out / "mean.binaryproto")
 
 
 # --- verify ------------------------------------------------------------------------

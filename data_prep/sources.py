@@ -31,13 +31,15 @@ class Split:
     get: Callable[[int], Record]  # record by index (random access: workers make records)
     num_classes: int
     in_memory: bool = False       # records are array slices already: nothing to make or cache
+    decodes_files: bool = False   # records come from image files (OpenCV decodes without the GIL)
 
 
     def records(self) -> Iterator[Record]:
         return (self.get(i) for i in range(self.count))
 
     def limited(self, n):
-        return Split(self.phase, min(n, self.count), self.shape, self.get, self.num_classes, self.in_memory)
+        return Split(self.phase, min(n, self.count), self.shape, self.get, self.num_classes, self.in_memory,
+                     self.decodes_files)
 
 
 @dataclass
@@ -176,18 +178,18 @@ def cifar10(source=None, seed=0, count=None):
 IMAGE_EXTENSIONS = {".jpeg", ".jpg", ".png", ".bmp", ".ppm"}
 
 
-def decode_image(path, size=None):
-    """Decode an image file to C x H x W BGR uint8, resized to size x size if given."""
-    from PIL import Image, UnidentifiedImageError
-    try:
-        with Image.open(path) as im:
-            im = im.convert("RGB")
-            if size and im.size != (size, size):
-                im = im.resize((size, size), Image.BILINEAR)
-            rgb = np.asarray(im)
-    except (UnidentifiedImageError, OSError, SyntaxError) as e:
-        raise SourceError(f"{path}: not a readable image: {e}") from e
-    return np.ascontiguousarray(rgb[:, :, ::-1].transpose(2, 0, 1))
+def decode_image(path, size=None, color=True):
+    """Decode an image file to C x H x W uint8 (BGR), as Caffe's ReadImageToCVMat does for
+    convert_imageset and the ImageData layer: cv::imread, then cv::resize to size x size
+    with its default bilinear interpolation (PIL's bilinear filter gives other pixels)."""
+    import cv2
+    cv2.setNumThreads(1)  # the parallelism is across worker processes
+    img = cv2.imread(str(path), cv2.IMREAD_COLOR if color else cv2.IMREAD_GRAYSCALE)
+    if img is None:
+        raise SourceError(f"{path}: not a readable image (OpenCV cannot decode it)")
+    if size:
+        img = cv2.resize(img, (size, size))
+    return np.ascontiguousarray(img.transpose(2, 0, 1)) if color else img[None]
 
 
 def _list_tree(train_dir):
@@ -224,7 +226,7 @@ def _file_split(phase, items, root, num_classes, size=256):
     def get(i):
         path, label = items[i]
         return f"{i:08d}_{Path(path).relative_to(root)}", label, decode_image(path, size)
-    return Split(phase, len(items), (3, size, size), get, num_classes)
+    return Split(phase, len(items), (3, size, size), get, num_classes, decodes_files=True)
 
 
 def imagenet(source=None, seed=0, count=None):

@@ -25,7 +25,7 @@ from monitor.sampler import block_device_of
 ROOT = Path(__file__).resolve().parents[1]
 CAFFE = ROOT / ".build" / "caffe"
 CPPMEM = ROOT / ".build" / "cppmem_train"
-PYTHON = ROOT / ".venv" / "bin" / "python"
+PYTHON = Path(sys.executable)  # the interpreter running the runner: the venv, or a GPU machine's own
 LOCK = Path(os.environ.get("IMGSTORE_LOCK", "/tmp/imgstore-run.lock"))
 
 
@@ -146,6 +146,7 @@ def summarize_monitor(csv_path):
     if self_path.exists():
         me = json.loads(self_path.read_text())
         out["monitor_cpu_fraction_of_core"] = me["cpu_seconds"] / max(me["wall_seconds"], 1e-9)
+        out["monitor_startup_cpu_seconds"] = me.get("startup_cpu_seconds")
     return out
 
 
@@ -191,10 +192,15 @@ def _train_and_record(spec, run_id, run_dir, backend, dest, group, log):
     cmd = training_command(spec, run_dir, dest)
     how = cache.make_state(spec.cache, files, spec.cold_fallback)
     resident = cache.residency(files)
+    if how == "drop_caches":
+        # measuring opened every file: drop the dentries and inodes that brought back in
+        # (mincore faults no data pages in, so the measured residency still holds)
+        cache.drop_caches()
     log(f"{spec.dataset} {spec.backend} {spec.cache} #{spec.repeat}: cache made {spec.cache} by {how}, "
         f"{resident:.1%} of {len(files)} files resident")
 
-    env = dict(os.environ, GLOG_logtostderr="1", GLOG_minloglevel="0", PYTHONPATH=str(ROOT))
+    python_path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+    env = dict(os.environ, GLOG_logtostderr="1", GLOG_minloglevel="0", PYTHONPATH=python_path)
     device = block_device_of(dest)
     monitor = subprocess.Popen([str(PYTHON), str(ROOT / "monitor" / "sampler.py"), str(run_dir / "monitor.csv"),
                                 "--interval", str(spec.monitor_interval)] + (["--device", device] if device else []),
@@ -214,6 +220,8 @@ def _train_and_record(spec, run_id, run_dir, backend, dest, group, log):
         wall = time.time() - start
         monitor.send_signal(signal.SIGTERM)
         monitor.wait()
+        for f in run_dir.glob("snapshot_iter_*"):  # trained weights are no result here (CaffeNet: 240 MB)
+            f.unlink()
 
     parsed = caffe_log.parse((run_dir / "caffe.log").read_text(errors="replace"))
     manifest = json.loads((dest / "manifest.json").read_text())

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from analysis import report
 from conftest import ROOT
 from experiments import runner
 
@@ -82,3 +83,18 @@ def test_reference_numbers_appear_in_the_papers_text():
     for row in ref["footprint"]["rows"]:
         assert row["size"].split(" ")[0] in text, row
     assert "99.04%" in text and "6.8 times" in text and "17 times" in text
+
+
+def test_notebooks_read_local_results_once_there_are_any(tmp_path):
+    assert report.default_results(tmp_path) == tmp_path / "results" / "h100"
+    (tmp_path / "results" / "mnist").mkdir(parents=True)
+    (tmp_path / "results" / "mnist" / "records.jsonl").write_text("")
+    assert report.default_results(tmp_path) == tmp_path / "results"
+
+
+def test_committed_h100_records_make_a_report(tmp_path):
+    records = report.load_records([ROOT / "results" / "h100"])
+    assert records and all(r["environment"]["gpu_model"].startswith("NVIDIA H100") for r in records)
+    assert {r["cache_resident_fraction"] for r in records if r["cache"] == "cold"} == {0.0}
+    report.write_report(records, tmp_path)
+    assert "| mnist | images |" in (tmp_path / "report.md").read_text()

@@ -181,6 +181,55 @@ def test_real_imagenet_tree_is_converted(tmp_path):
                         log=lambda *_: None) == []
 
 
+def textured_jpeg_tree(root, per_class=150):
+    """JPEGs of several sizes with fine texture, where any other resize would differ."""
+    from PIL import Image
+    rng = np.random.default_rng(0)
+    for c in ["n01", "n02"]:
+        (root / "train" / c).mkdir(parents=True)
+        for i in range(per_class):
+            h, w = [(300, 200), (180, 333), (256, 256)][i % 3]
+            pixels = rng.integers(0, 256, (h, w, 3), dtype=np.uint8)
+            Image.fromarray(pixels).save(root / "train" / c / f"{c}_{i}.JPEG", "JPEG", quality=90)
+    (root / "val").mkdir()
+    Image.fromarray(rng.integers(0, 256, (200, 300, 3), dtype=np.uint8)).save(root / "val" / "v0.JPEG")
+    (root / "val.txt").write_text("v0.JPEG 1\n")
+    return root
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_resized_jpegs_are_byte_identical_to_convert_imageset(tmp_path, jobs):
+    """Decode + resize to 256x256 exactly as convert_imageset does it, serially and in parallel."""
+    src = textured_jpeg_tree(tmp_path / "tree")
+    build.prepare("imagenet", ["lmdb"], tmp_path / "out", source_path=src, jobs=jobs, progress=False,
+                  log=lambda *_: None)
+    listing = tmp_path / "train.txt"
+    listing.write_text("".join(f"{c}/{f.name} {k}\n" for k, c in enumerate(["n01", "n02"])
+                               for f in sorted((src / "train" / c).iterdir())))
+    run([caffe_tool("convert_imageset"), str(src / "train") + "/", str(listing), str(tmp_path / "conv"),
+         "--resize_height=256", "--resize_width=256"])
+    theirs = lmdb_items(tmp_path / "conv")
+    ours = lmdb_items(tmp_path / "out" / "imagenet" / "lmdb" / "train_lmdb")
+    assert len(ours) == 300
+    assert ours == theirs
+
+
+def test_parallel_conversion_writes_the_same_bytes_as_serial(tmp_path):
+    import h5py
+    import plyvel
+    src = small_idx_folder(tmp_path / "idx", 600)
+    for jobs in (1, 2):
+        build.prepare("mnist", ["leveldb", "hdf5"], tmp_path / f"j{jobs}", source_path=src, jobs=jobs,
+                      progress=False, log=lambda *_: None)
+    h5 = [sorted((tmp_path / f"j{j}" / "mnist" / "hdf5").rglob("*.h5")) for j in (1, 2)]
+    assert len(h5[0]) == len(h5[1]) >= 2
+    for fa, fb in zip(*h5):
+        with h5py.File(fa) as x, h5py.File(fb) as y:
+            assert np.array_equal(x["data"][:], y["data"][:]) and np.array_equal(x["label"][:], y["label"][:])
+    records = [list(plyvel.DB(str(tmp_path / f"j{j}" / "mnist" / "leveldb" / "train_leveldb"))) for j in (1, 2)]
+    assert records[0] == records[1] and len(records[0]) == 600
+
+
 def test_corrupt_image_in_tree_is_named(tmp_path):
     expect_error(tmp_path, "imagenet", imagenet_tree(tmp_path / "tree", corrupt=True),
                  r"n01_1.JPEG: not a readable image")

@@ -98,7 +98,8 @@ def test_monitor_samples_cpu_memory_disk_and_measures_itself(tmp_path):
     assert summary["samples"] >= 5
     assert 0 <= summary["cpu_idle_mean"] <= 100 and summary["mem_used_bytes_mean"] > 0
     assert "read_bytes_total" in summary
-    assert 0 < summary["monitor_cpu_fraction_of_core"] < 0.5
+    assert 0 <= summary["monitor_cpu_fraction_of_core"] < 0.05  # CPU clock ticks are 10 ms: may read 0
+    assert summary["monitor_startup_cpu_seconds"] > 0  # imports, kept out of the sampling's share
 
 
 def test_an_interrupted_run_leaves_no_record(mnist_small, tmp_path):

@@ -20,10 +20,9 @@ def png_bytes(pixels):
 
 
 def png_pixels(path, channels):
-    with Image.open(path) as im:
-        if channels == 1:
-            return np.asarray(im.convert("L"))[None]
-        return np.ascontiguousarray(np.asarray(im.convert("RGB"))[:, :, ::-1].transpose(2, 0, 1))
+    """Read back as the ImageData layer does (OpenCV, BGR or grey)."""
+    from data_prep.sources import decode_image
+    return decode_image(path, color=channels == 3)
 
 
 class _ListWriter:

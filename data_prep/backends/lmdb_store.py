@@ -9,7 +9,10 @@ MAP_SIZE = 1 << 40  # address space only: the file grows with the data, as in Ca
 
 class _Writer:
     def __init__(self, path):
-        self.env = lmdb.open(str(path), map_size=MAP_SIZE, subdir=True)
+        # Caffe's db_lmdb syncs at every commit; one sync at the end is enough here, because an
+        # artifact counts only once it is complete and renamed (build.write_artifact). It lets
+        # the disk write while the next records are decoded.
+        self.env = lmdb.open(str(path), map_size=MAP_SIZE, subdir=True, sync=False)
         self.txn, self.pending = self.env.begin(write=True), 0
 
     def add(self, payload):
@@ -25,7 +28,7 @@ class _Writer:
     def __exit__(self, exc_type, *_):
         if exc_type is None:
             self.txn.commit()
-            self.env.sync()
+            self.env.sync(True)  # force: the environment was opened with sync=False
         else:
             self.txn.abort()
         self.env.close()

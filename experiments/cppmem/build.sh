@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Compile the cppmem driver against the project's Caffe (.build/caffe), when it or Caffe changed.
+#   CAFFE_PREFIX=DIR CPPMEM_OUT=FILE   another Caffe install and output (device/bundle.sh)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
-prefix=$root/.build/caffe
+prefix=${CAFFE_PREFIX:-$root/.build/caffe}
 src=$root/experiments/cppmem/cppmem_train.cpp
-out=$root/.build/cppmem_train
+out=${CPPMEM_OUT:-$root/.build/cppmem_train}
 [ -e "$prefix/lib/libcaffe.so" ] || { echo "no Caffe build: run make caffe" >&2; exit 1; }
-stamp=$( { sha256sum < "$src"; cat "$root/.build/caffe.key"; } | sha256sum | cut -c1-16)
+stamp=$( { sha256sum < "$src"; readlink -f "$prefix"; } | sha256sum | cut -c1-16)
 [ -x "$out" ] && [ "$(cat "$out.key" 2>/dev/null)" = "$stamp" ] && exit 0
 # the build's compile definitions (CPU_ONLY, USE_CUDNN, ...) as Caffe exported them
 defs=$(sed -n 's/.*INTERFACE_COMPILE_DEFINITIONS "\(.*\)"/\1/p' "$prefix"/share/Caffe/CaffeTargets.cmake |
