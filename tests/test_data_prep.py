@@ -230,6 +230,21 @@ def test_parallel_conversion_writes_the_same_bytes_as_serial(tmp_path):
     assert records[0] == records[1] and len(records[0]) == 600
 
 
+def test_leveldb_is_left_as_caffe_will_find_it(tmp_path):
+    """No records waiting in the write-ahead log: Caffe's first open would turn them into a
+    table (writing during a timed run) and the footprint would count them twice."""
+    import plyvel
+    build.prepare("mnist", ["leveldb"], tmp_path, source_path=small_idx_folder(tmp_path / "idx", 300),
+                  progress=False, log=lambda *_: None)
+    art = tmp_path / "mnist" / "leveldb"
+    assert [f.stat().st_size for f in art.rglob("*.log")] == [0, 0]
+    manifest = build.load_manifest(tmp_path / "mnist", "leveldb")
+    plyvel.DB(str(art / "train_leveldb")).close()
+    reopened = build.footprint(backends.get("leveldb").files(art, "train"))
+    recorded = manifest["splits"]["train"]["footprint"]
+    assert abs(reopened["apparent_bytes"] - recorded["apparent_bytes"]) < 1024  # LevelDB's info LOG grows
+
+
 def test_corrupt_image_in_tree_is_named(tmp_path):
     expect_error(tmp_path, "imagenet", imagenet_tree(tmp_path / "tree", corrupt=True),
                  r"n01_1.JPEG: not a readable image")
