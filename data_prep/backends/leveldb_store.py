@@ -36,7 +36,7 @@ def settle(path):
     """Closing leaves the last write buffer (up to Caffe's 256 MB) in the write-ahead log, and
     the next open, Caffe's first training run, turns it into a table: a run would pay for
     writing, and the footprint would count those records twice. Open once now instead."""
-    plyvel.DB(str(path)).close()
+    plyvel.DB(str(path), **OPTIONS).close()
 
 
 @register
