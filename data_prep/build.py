@@ -139,7 +139,8 @@ def _bounded_map(pool, fn, items, window):
 
 def convert(split, backend, ctx, jobs, sink=None, want_sum=False, desc="", progress=True):
     """One pass over a split. Each record is made (decoded, generated) and encoded by
-    `backend` (None: the record itself) in `jobs` forked workers, and handed in order to
+    `backend` (None: the record itself) in `jobs` workers (threads or forked processes, see
+    `_results`), and handed in order to
     `sink` in this process, the one writer. Returns the split's exact int64 per-pixel sum
     when `want_sum`, so that the mean costs no pass of its own."""
     total = np.zeros(split.shape, np.int64) if want_sum else None
