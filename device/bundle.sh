@@ -22,12 +22,13 @@ cache=${CAFFE_CACHE:-$HOME/.cache/imgstore-caffe}
 py_include=""
 while [ $# -gt 0 ]; do
   case $1 in
-    --python-include) py_include=$(realpath "$2"); shift 2 ;;
+    --python-include) py_include=${2:-}; shift $(( $# > 1 ? 2 : 1 )) ;;
     -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
     *) echo "unknown argument $1" >&2; exit 2 ;;
   esac
 done
-[ -f "$py_include" ] || { echo "needs --python-include FILE.tgz: run device/probe.sh on the GPU machine first" >&2; exit 2; }
+[ -n "$py_include" ] && [ -f "$py_include" ] || { echo "needs --python-include FILE.tgz (make gpu-bundle PY_INCLUDE=...): run device/probe.sh on the GPU machine first; it writes python-include.tgz" >&2; exit 2; }
+py_include=$(realpath "$py_include")
 
 # --- 1. the GPU build, leaving this machine's .build/caffe as it was
 export CAFFE_CUDA_ARCH=${CAFFE_CUDA_ARCH:-90}
@@ -40,6 +41,10 @@ opencv=$("$root/device/opencv_minimal.sh")
 work=$cache/device-python-$(sha256sum < "$py_include" | cut -c1-12)
 mkdir -p "$work"
 tar -xzf "$py_include" -C "$work"
+if grep -q '^# *include <.*/python3\.[0-9]*/pyconfig\.h>' "$work/include/pyconfig.h"; then
+  echo "$py_include holds Debian's multiarch pyconfig.h wrapper, not the real one: re-run device/probe.sh" >&2
+  rm -rf "$work"; exit 2
+fi
 pyver=$(cat "$work/include/VERSION"); pytag=${pyver/./}
 boost_lib=$work/libboost_python$pytag.so.1.74.0
 if [ ! -f "$boost_lib" ]; then

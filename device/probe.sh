@@ -28,7 +28,16 @@ PY
 ldconfig -p > "$out/ldconfig.txt"
 # the Python headers (and Debian/Ubuntu's multiarch pyconfig.h), for building pycaffe for this Python
 inc=$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["include"])')
-conf=$(python3 -c 'import sysconfig; print(sysconfig.get_config_h_filename())')
+# Debian/Ubuntu's pyconfig.h only includes <MULTIARCH/python3.X/pyconfig.h>: take that one
+conf=$(python3 - <<'PY'
+import os, sysconfig
+h = sysconfig.get_config_h_filename()
+arch = sysconfig.get_config_var("MULTIARCH")
+real = os.path.join("/usr/include", arch or "", os.path.basename(os.path.dirname(h)), "pyconfig.h")
+wrapper = arch and f"<{arch}/" in open(h).read()
+print(real if wrapper and os.path.exists(real) else h)
+PY
+)
 tmp=$(mktemp -d); cp -a "$inc" "$tmp/include"; cp -L "$conf" "$tmp/include/pyconfig.h"
 python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])' > "$tmp/include/VERSION"
 tar -czf "$out/python-include.tgz" -C "$tmp" include; rm -rf "$tmp"
