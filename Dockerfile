@@ -11,6 +11,7 @@ RUN apt-get update && apt-get install -y --no-install-recommends \
 
 WORKDIR /work
 COPY caffe/ caffe/
+COPY experiments/cppmem/ experiments/cppmem/
 COPY scripts/ scripts/
 COPY requirements.txt Makefile ./
 COPY data_prep/apt-packages.txt data_prep/
