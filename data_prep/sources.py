@@ -183,7 +183,7 @@ def decode_image(path, size=None, color=True):
     convert_imageset and the ImageData layer: cv::imread, then cv::resize to size x size
     with its default bilinear interpolation (PIL's bilinear filter gives other pixels)."""
     import cv2
-    cv2.setNumThreads(1)  # the parallelism is across worker processes
+    cv2.setNumThreads(1)  # the parallelism is across the conversion workers
     img = cv2.imread(str(path), cv2.IMREAD_COLOR if color else cv2.IMREAD_GRAYSCALE)
     if img is None:
         raise SourceError(f"{path}: not a readable image (OpenCV cannot decode it)")
