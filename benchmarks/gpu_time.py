@@ -9,9 +9,14 @@ to I/O.
 Caveat, measured on an H100: `caffe time` synchronises the GPU after every layer, so for nets
 whose layers take microseconds (LeNet, cifar10_quick) it overstates the ceiling: LeNet timed
 1.32 ms/iteration (13.2 s for 10,000) while real training from LMDB solved in 11.5 s. For
-CaffeNet (51 ms/iteration) the per-layer sync is noise.
+CaffeNet (51 ms/iteration) the per-layer sync is noise. `--train N` therefore also trains each
+net for N iterations with the stock solver (test passes included, from constant DummyData
+too; test_interval capped at N, as `run.py --iters N --test-interval N` does) through
+`caffe train`, and reports the solver time from its log, as the runner does: that is the
+ceiling to hold a backend's solver time against.
 
-  python benchmarks/gpu_time.py [--gpu 0 | --cpu] [--iterations 100] [--json FILE]
+  python benchmarks/gpu_time.py [--gpu 0 | --cpu] [--iterations 100] [--train N [--test-iter K]]
+                                [--nets mnist,cifar10] [--json FILE]
 """
 import argparse
 import json
@@ -29,23 +34,46 @@ os.environ.setdefault("GLOG_minloglevel", "1")
 import caffe  # noqa: E402
 from caffe import layers as L  # noqa: E402
 
-from models.nets import MODELS  # noqa: E402
+from experiments import caffe_log  # noqa: E402
+from models.nets import MODELS, net_proto, solver_text  # noqa: E402
+
+CAFFE = ROOT / ".build" / "caffe" / "bin" / "caffe"
 
 SHAPES = {"mnist": (1, 28, 28), "cifar10": (3, 32, 32), "imagenet": (3, 227, 227)}
 
 
+def constant_data(dataset):
+    """A data layer for net_proto: constant DummyData of the net's input shape (crop included)."""
+    def layer(batch, phase):
+        return L.DummyData(shape=[dict(dim=[batch, *SHAPES[dataset]]), dict(dim=[batch])],
+                           data_filler=[dict(type="constant", value=0.5), dict(type="constant", value=1)], ntop=2)
+    return layer
+
+
 def ceiling_net(model):
-    """The train net with its data layer replaced by constant DummyData (crop size included)."""
-    n = caffe.NetSpec()
-    n.data, n.label = L.DummyData(
-        shape=[dict(dim=[model.batch, *SHAPES[model.dataset]]), dict(dim=[model.batch])],
-        data_filler=[dict(type="constant", value=0.5), dict(type="constant", value=1)], ntop=2)
-    n.loss = L.SoftmaxWithLoss(model.body(n, n.data), n.label)
-    return str(n.to_proto())
+    """The train net with its data layer replaced by constant DummyData."""
+    return str(net_proto(model, constant_data(model.dataset), caffe.TRAIN))
+
+
+def caffe_train(model, device, iterations, work, test_iter=None):
+    """Solver seconds of `iterations` of the stock solver on constant data, from Caffe's log."""
+    for phase, name in [(caffe.TRAIN, "train"), (caffe.TEST, "test")]:
+        (work / f"{name}.prototxt").write_text(str(net_proto(model, constant_data(model.dataset), phase)))
+    interval = min(model.solver.test_interval, iterations)
+    (work / "solver.prototxt").write_text(solver_text(
+        model, work / "train.prototxt", work / "test.prototxt", work / "snap", gpu=device >= 0,
+        max_iter=iterations, test_interval=interval, test_iter=test_iter))
+    cmd = [str(CAFFE), "train", f"--solver={work / 'solver.prototxt'}"] + ([f"--gpu={device}"] if device >= 0 else [])
+    out = subprocess.run(cmd, capture_output=True, text=True, cwd=work,
+                         env=dict(os.environ, GLOG_logtostderr="1", GLOG_minloglevel="0"))
+    parsed = caffe_log.parse(out.stderr)
+    if out.returncode or not parsed["done"]:
+        raise SystemExit(f"caffe train of {model.name} failed:\n{out.stderr[-2000:]}")
+    return parsed["solver_seconds"]
 
 
 def caffe_time(prototxt, device, iterations):
-    cmd = [str(ROOT / ".build/caffe/bin/caffe"), "time", f"-model={prototxt}", f"-iterations={iterations}"]
+    cmd = [str(CAFFE), "time", f"-model={prototxt}", f"-iterations={iterations}"]
     cmd += [f"-gpu={device}"] if device >= 0 else []
     out = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ, GLOG_logtostderr="1", GLOG_minloglevel="0"))
     found = re.search(r"Average Forward-Backward: ([\d.]+) ms", out.stderr)
@@ -59,20 +87,30 @@ def main(argv=None):
     p.add_argument("--gpu", type=int, default=0)
     p.add_argument("--cpu", action="store_true")
     p.add_argument("--iterations", type=int, default=100)
+    p.add_argument("--train", type=int, metavar="N", help="also train N iterations with the stock solver")
+    p.add_argument("--test-iter", type=int, help="test batches per test pass (default: the stock solver's; "
+                   "the runner uses fewer when the test set is smaller, e.g. a small ImageNet stand-in)")
+    p.add_argument("--nets", default="mnist,cifar10,imagenet", help="datasets whose nets to time")
     p.add_argument("--json", type=Path)
     a = p.parse_args(argv)
     device = -1 if a.cpu else a.gpu
     rows = {}
-    print(f"{'net':14s} {'batch':>5s} {'ms/iter':>9s} {'iter/s':>8s} {'stock solver (s)':>17s}")
-    for model in MODELS.values():
-        with tempfile.NamedTemporaryFile("w", suffix=".prototxt", delete=False) as f:
-            f.write(ceiling_net(model))
-        ms = caffe_time(f.name, device, a.iterations)
-        os.unlink(f.name)
-        rows[model.dataset] = {"net": model.name, "batch": model.batch, "ms_per_iteration": ms,
-                               "stock_iterations": model.solver.max_iter,
-                               "stock_seconds": ms * model.solver.max_iter / 1000}
-        print(f"{model.name:14s} {model.batch:5d} {ms:9.3f} {1000 / ms:8.1f} {rows[model.dataset]['stock_seconds']:17.1f}")
+    print(f"{'net':14s} {'batch':>5s} {'ms/iter':>9s} {'iter/s':>8s} {'stock solver (s)':>17s}"
+          + (f" {'trained (ms/iter)':>18s}" if a.train else ""))
+    for dataset in a.nets.split(","):
+        model = MODELS[dataset]
+        with tempfile.TemporaryDirectory() as work:
+            (Path(work) / "time.prototxt").write_text(ceiling_net(model))
+            ms = caffe_time(Path(work) / "time.prototxt", device, a.iterations)
+            row = {"net": model.name, "batch": model.batch, "ms_per_iteration": ms,
+                   "stock_iterations": model.solver.max_iter, "stock_seconds": ms * model.solver.max_iter / 1000}
+            if a.train:
+                seconds = caffe_train(model, device, a.train, Path(work), a.test_iter)
+                row.update(train_iterations=a.train, train_solver_seconds=seconds,
+                           train_ms_per_iteration=1000 * seconds / a.train)
+        rows[dataset] = row
+        print(f"{model.name:14s} {model.batch:5d} {ms:9.3f} {1000 / ms:8.1f} {row['stock_seconds']:17.1f}"
+              + (f" {row['train_ms_per_iteration']:18.3f}" if a.train else ""))
     if a.json:
         a.json.write_text(json.dumps({"device": "cpu" if a.cpu else f"gpu{a.gpu}", "nets": rows}, indent=1))
     return 0
