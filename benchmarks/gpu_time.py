@@ -39,47 +39,50 @@ from models.nets import MODELS, net_proto, solver_text  # noqa: E402
 
 CAFFE = ROOT / ".build" / "caffe" / "bin" / "caffe"
 
-SHAPES = {"mnist": (1, 28, 28), "cifar10": (3, 32, 32), "imagenet": (3, 227, 227)}
 
-
-def constant_data(dataset):
+def constant_data(model):
     """A data layer for net_proto: constant DummyData of the net's input shape (crop included)."""
     def layer(batch, phase):
-        return L.DummyData(shape=[dict(dim=[batch, *SHAPES[dataset]]), dict(dim=[batch])],
+        return L.DummyData(shape=[dict(dim=[batch, *model.input_shape]), dict(dim=[batch])],
                            data_filler=[dict(type="constant", value=0.5), dict(type="constant", value=1)], ntop=2)
     return layer
 
 
 def ceiling_net(model):
     """The train net with its data layer replaced by constant DummyData."""
-    return str(net_proto(model, constant_data(model.dataset), caffe.TRAIN))
+    return str(net_proto(model, constant_data(model), caffe.TRAIN))
 
 
 def caffe_train(model, device, iterations, work, test_iter=None):
     """Solver seconds of `iterations` of the stock solver on constant data, from Caffe's log."""
     for phase, name in [(caffe.TRAIN, "train"), (caffe.TEST, "test")]:
-        (work / f"{name}.prototxt").write_text(str(net_proto(model, constant_data(model.dataset), phase)))
+        (work / f"{name}.prototxt").write_text(str(net_proto(model, constant_data(model), phase)))
     interval = min(model.solver.test_interval, iterations)
     (work / "solver.prototxt").write_text(solver_text(
         model, work / "train.prototxt", work / "test.prototxt", work / "snap", gpu=device >= 0,
         max_iter=iterations, test_interval=interval, test_iter=test_iter))
-    cmd = [str(CAFFE), "train", f"--solver={work / 'solver.prototxt'}"] + ([f"--gpu={device}"] if device >= 0 else [])
-    out = subprocess.run(cmd, capture_output=True, text=True, cwd=work,
-                         env=dict(os.environ, GLOG_logtostderr="1", GLOG_minloglevel="0"))
-    parsed = caffe_log.parse(out.stderr)
-    if out.returncode or not parsed["done"]:
-        raise SystemExit(f"caffe train of {model.name} failed:\n{out.stderr[-2000:]}")
+    parsed = caffe_log.parse(run_caffe(["train", f"--solver={work / 'solver.prototxt'}"], device, cwd=work))
+    if not parsed["done"]:
+        raise SystemExit(f"caffe train of {model.name} did not finish")
     return parsed["solver_seconds"]
 
 
 def caffe_time(prototxt, device, iterations):
-    cmd = [str(CAFFE), "time", f"-model={prototxt}", f"-iterations={iterations}"]
-    cmd += [f"-gpu={device}"] if device >= 0 else []
-    out = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ, GLOG_logtostderr="1", GLOG_minloglevel="0"))
-    found = re.search(r"Average Forward-Backward: ([\d.]+) ms", out.stderr)
-    if out.returncode or not found:
-        raise SystemExit(f"caffe time failed:\n{out.stderr[-2000:]}")
+    log = run_caffe(["time", f"--model={prototxt}", f"--iterations={iterations}"], device)
+    found = re.search(r"Average Forward-Backward: ([\d.]+) ms", log)
+    if not found:
+        raise SystemExit(f"caffe time printed no average:\n{log[-2000:]}")
     return float(found.group(1))
+
+
+def run_caffe(args, device, cwd=None):
+    """Caffe's command-line tool on `device` (-1: CPU); returns its log, or stops with its tail."""
+    cmd = [str(CAFFE), *args] + ([f"--gpu={device}"] if device >= 0 else [])
+    out = subprocess.run(cmd, capture_output=True, text=True, cwd=cwd,
+                         env=dict(os.environ, GLOG_logtostderr="1", GLOG_minloglevel="0"))
+    if out.returncode:
+        raise SystemExit(f"caffe {args[0]} failed:\n{out.stderr[-2000:]}")
+    return out.stderr
 
 
 def main(argv=None):

@@ -38,8 +38,10 @@ def make_files(folder, count, size):
 def cold_read(folder, device, group=None):
     """Drop the caches, read every file in a child process (inside `group` if given), and
     return seconds, read requests and bytes the device served."""
-    cache.drop_caches()
-    assert cache.residency(sorted(folder.iterdir())) == 0.0, "cache not cold"
+    files = sorted(folder.iterdir())
+    how, resident = cache.set_and_measure("cold", files)
+    if resident:
+        raise cache.CacheError(f"{resident:.1%} of {folder} still cached after {how}: not a cold read")
     before = disk_reads(device)
     t = time.perf_counter()
     subprocess.run([sys.executable, "-c", READER, str(folder)], check=True,

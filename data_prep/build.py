@@ -46,7 +46,7 @@ def mean_from_sum(pixel_sum, count):
 
 def compute_mean(split, jobs=1, progress=True):
     """The train split's per-pixel mean, in a pass of its own (see mean_from_sum)."""
-    _, pixel_sum = convert(split, None, None, jobs, progress, want_sum=True, desc="mean")
+    pixel_sum = convert(split, None, None, jobs, want_sum=True, desc="mean", progress=progress)
     return mean_from_sum(pixel_sum, split.count)
 
 
@@ -85,21 +85,23 @@ def footprint(files):
 
 # --- writing -----------------------------------------------------------------------
 
-_WORK = {}  # what forked workers read: split, backend, context
+_WORK = {}  # what workers (threads, forked processes) read: split, backend, context, ...
 
 
 def _encode_range(bounds):
     """Worker: make records lo..hi-1 (decode, generate), encode each for the backend (none:
-    keep the record), and sum their pixels exactly if asked."""
-    split, backend, ctx, want_sum = _WORK["split"], _WORK["backend"], _WORK["ctx"], _WORK["want_sum"]
-    total = np.zeros(split.shape, np.uint32) if want_sum else None  # exact below 16.8M images of 255
+    the record itself) unless nobody wants them, and sum their pixels exactly if asked.
+    Returns (payloads, pixel sum, records made)."""
+    split, backend, ctx = _WORK["split"], _WORK["backend"], _WORK["ctx"]
+    total = np.zeros(split.shape, np.uint32) if _WORK["want_sum"] else None  # exact below 16.8M images of 255
     payloads = []
     for i in range(*bounds):
         record = split.get(i)
-        if want_sum:
+        if total is not None:
             np.add(total, record[2], out=total)
-        payloads.append(backend.encode(record, ctx) if backend else record)
-    return payloads, total
+        if _WORK["want_payloads"]:
+            payloads.append(backend.encode(record, ctx) if backend else record)
+    return payloads, total, bounds[1] - bounds[0]
 
 
 def _ranges(count, jobs):
@@ -108,9 +110,9 @@ def _ranges(count, jobs):
     return [(lo, min(lo + size, count)) for lo in range(0, count, size)]
 
 
-def _results(split, backend, ctx, jobs, want_sum):
-    """(payloads, pixel sum) per range of records, in order."""
-    _WORK.update(split=split, backend=backend, ctx=ctx, want_sum=want_sum)
+def _results(split, backend, ctx, jobs, want_payloads, want_sum):
+    """_encode_range's results per range of records, in order."""
+    _WORK.update(split=split, backend=backend, ctx=ctx, want_payloads=want_payloads, want_sum=want_sum)
     ranges = _ranges(split.count, jobs)
     if jobs <= 1 or split.count < 256:
         yield from map(_encode_range, ranges)
@@ -140,18 +142,17 @@ def _bounded_map(pool, fn, items, window):
 def convert(split, backend, ctx, jobs, sink=None, want_sum=False, desc="", progress=True):
     """One pass over a split. Each record is made (decoded, generated) and encoded by
     `backend` (None: the record itself) in `jobs` workers (threads or forked processes, see
-    `_results`), and handed in order to
-    `sink` in this process, the one writer. Returns the split's exact int64 per-pixel sum
-    when `want_sum`, so that the mean costs no pass of its own."""
+    `_results`), and handed in order to `sink` in this process, the one writer. Returns the
+    split's exact int64 per-pixel sum when `want_sum`, so that the mean needs no pass of its
+    own when a backend is written anyway."""
     total = np.zeros(split.shape, np.int64) if want_sum else None
     bar = tqdm(total=split.count, desc=desc, unit="img", disable=None if progress else True, smoothing=0.1)
-    for payloads, part in _results(split, backend, ctx, jobs, want_sum):
-        if sink:
-            for payload in payloads:
-                sink(payload)
+    for payloads, part, made in _results(split, backend, ctx, jobs, sink is not None, want_sum):
+        for payload in payloads:
+            sink(payload)
         if want_sum:
             total += part
-        bar.update(len(payloads))
+        bar.update(made)
     bar.close()
     return total
 

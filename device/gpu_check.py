@@ -29,14 +29,13 @@ from caffe import layers as L  # noqa: E402
 
 from models.nets import MODELS  # noqa: E402
 
-SHAPES = {"mnist": (1, 28, 28), "cifar10": (3, 32, 32), "imagenet": (3, 227, 227)}
 TOLERANCE = 1e-3  # float32 with different summation orders (cuDNN algorithms, cuBLAS)
 TF32_TOLERANCE = 0.3  # TF32 convolutions: 10-bit mantissa, errors grow with the reduction size
 
 
 def input_net(model, batch):
     n = caffe.NetSpec()
-    n.data = L.Input(shape=dict(dim=[batch, *SHAPES[model.dataset]]))
+    n.data = L.Input(shape=dict(dim=[batch, *model.input_shape]))
     n.label = L.Input(shape=dict(dim=[batch]))
     n.loss = L.SoftmaxWithLoss(model.body(n, n.data), n.label)
     proto = n.to_proto()
@@ -80,7 +79,7 @@ def main(argv=None):
         caffe.set_mode_cpu()
         init = caffe.Net(f.name, caffe.TEST)  # Caffe's own fillers give realistic weights
         params = {k: [b.data.copy() for b in bs] for k, bs in init.params.items()}
-        data = rng.standard_normal((a.batch, *SHAPES[dataset])).astype(np.float32)
+        data = rng.standard_normal((a.batch, *model.input_shape)).astype(np.float32)
         label = rng.integers(0, 10, a.batch).astype(np.float32)
         cpu = run(f.name, "cpu", params, data, label, a.gpu)
         gpu = run(f.name, "gpu", params, data, label, a.gpu)

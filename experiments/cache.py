@@ -102,3 +102,14 @@ def make_state(state, files, cold_fallback=None):
         fadvise_dontneed(files)
         return "fadvise"
     drop_caches()  # raises the clear error
+
+
+def set_and_measure(state, files, cold_fallback=None):
+    """make_state, then the share of the artifact resident; returns (how, resident)."""
+    how = make_state(state, files, cold_fallback)
+    resident = residency(files)
+    if how == "drop_caches":
+        # measuring opened every file and brought its dentry and inode back: drop those
+        # (mincore faults no data pages in, so the measured residency still holds)
+        drop_caches()
+    return how, resident

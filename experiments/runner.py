@@ -190,12 +190,7 @@ def _run_locked(spec, build, log):
 def _train_and_record(spec, run_id, run_dir, backend, dest, group, log):
     files = backend.files(dest)
     cmd = training_command(spec, run_dir, dest)
-    how = cache.make_state(spec.cache, files, spec.cold_fallback)
-    resident = cache.residency(files)
-    if how == "drop_caches":
-        # measuring opened every file: drop the dentries and inodes that brought back in
-        # (mincore faults no data pages in, so the measured residency still holds)
-        cache.drop_caches()
+    how, resident = cache.set_and_measure(spec.cache, files, spec.cold_fallback)
     log(f"{spec.dataset} {spec.backend} {spec.cache} #{spec.repeat}: cache made {spec.cache} by {how}, "
         f"{resident:.1%} of {len(files)} files resident")
 

@@ -45,6 +45,7 @@ class Model:
     dataset: str
     batch: int
     test_batch: int
+    input_shape: tuple  # C, H, W of what the net's first layer sees (after any crop)
     transform: Transform
     solver: Solver
     params: int        # learned parameters of the net as Caffe builds it
@@ -142,7 +143,7 @@ def caffenet_body(n, data, group=2):
 
 MODELS = {
     "mnist": Model(
-        name="lenet", dataset="mnist", batch=64, test_batch=100,
+        name="lenet", dataset="mnist", batch=64, test_batch=100, input_shape=(1, 28, 28),
         params=431_080, paper_params=431_080,
         transform=Transform(scale=0.00390625),
         solver=Solver(base_lr=0.01, max_iter=10_000, test_iter=100, test_interval=500,
@@ -151,7 +152,7 @@ MODELS = {
     # Stock cifar10_quick trains 4,000 iterations at lr 0.001, then resumes from that
     # snapshot for 1,000 at 0.0001; "multistep" gives the same schedule in one process.
     "cifar10": Model(
-        name="cifar10_quick", dataset="cifar10", batch=100, test_batch=100,
+        name="cifar10_quick", dataset="cifar10", batch=100, test_batch=100, input_shape=(3, 32, 32),
         params=145_578, paper_params=145_578,
         transform=Transform(mean_file=True),
         solver=Solver(base_lr=0.001, max_iter=5_000, test_iter=100, test_interval=500,
@@ -161,7 +162,7 @@ MODELS = {
     # The paper's 62,378,344 counts conv2/4/5 ungrouped; Caffe's CaffeNet groups them
     # (group: 2), which leaves 60,965,224. tests/test_models.py checks both.
     "imagenet": Model(
-        name="caffenet", dataset="imagenet", batch=256, test_batch=50,
+        name="caffenet", dataset="imagenet", batch=256, test_batch=50, input_shape=(3, 227, 227),
         params=60_965_224, paper_params=62_378_344,
         transform=Transform(mean_file=True, crop_size=227, mirror=True),
         solver=Solver(base_lr=0.01, max_iter=15_000, test_iter=1000, test_interval=1000,

@@ -63,6 +63,12 @@ def test_mean_binaryproto_is_byte_identical_to_compute_image_mean(cifar_small, t
     assert (tmp_path / "m").read_bytes() == (cifar_small / "mean.binaryproto").read_bytes()
 
 
+def test_mean_of_its_own_pass_equals_the_mean_summed_while_writing(cifar_small, tmp_path):
+    """HDF5 alone needs the mean before it starts: a pass of its own, not a raw backend's."""
+    build.prepare("cifar10", ["hdf5"], tmp_path, count=400, jobs=2, progress=True, log=lambda *_: None)
+    assert (tmp_path / "cifar10" / "mean.binaryproto").read_bytes() == (cifar_small / "mean.binaryproto").read_bytes()
+
+
 @pytest.mark.parametrize("dataset", ["mnist", "cifar10"])
 def test_verify_passes_for_every_backend(dataset, mnist_small, cifar_small):
     root = mnist_small.parent

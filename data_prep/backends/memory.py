@@ -25,7 +25,7 @@ class ArrayWriter:
 
 def memory_layer(model):
     from caffe import layers as L
-    c, h, w = {"mnist": (1, 28, 28), "cifar10": (3, 32, 32)}[model.dataset]
+    c, h, w = model.input_shape
 
     def layer(batch, phase):
         return L.MemoryData(batch_size=batch, channels=c, height=h, width=w, ntop=2)
