@@ -12,7 +12,8 @@ PY_INCLUDE ?=
 
 help:
 	@echo "make test            install everything, then run the test suite"
-	@echo "make mnist-all       the paper's MNIST matrix: 6 backends x warm/cold x 3 repeats"
+	@echo "make mnist-all       the paper's MNIST matrix: 6 backends x warm/cold x 3 repeats; without"
+	@echo "                     a GPU on an emulated H100 (RUN_ARGS=\"--accelerator none\": real CPU training)"
 	@echo "make cifar10-all     the same for CIFAR-10;  make imagenet-all: ImageNet (lmdb, leveldb, images)"
 	@echo "make mnist-quick     a smoke run of the matrix: few iterations, one repeat"
 	@echo "make report          figures and tables for every results folder (results/, results/h100/, ...)"

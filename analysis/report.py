@@ -4,17 +4,18 @@
   python analysis/report.py results --out results/report
   python analysis/report.py --timeseries results/mnist/runs/RUN_ID   # one run's monitor, over time
 
-Reads every RESULTS/*/records.jsonl (and the monitor CSVs they point to) and writes:
-  fig_time_DATASET.png      Figures 4 / 7 / 11: mean training time per backend, warm and cold,
-                            sd error bars, the paper's value marked where the text gives one
-  fig_resources_DATASET.png Figures 5 / 8 / 12: CPU user/system/iowait, memory and page cache,
-                            block reads, GPU utilisation per backend and cache state
-  report.md, report.html    Table 2 (footprints), the comparison of every finding (paper ratio,
-                            ours, whether the direction holds), the machines; the HTML embeds
-                            the figures
+Reads every RESULTS/*/records.jsonl (experiments/record.py) and writes, for each dataset and
+each machine setup (machine, compute: real GPU / real CPU / emulated accelerator, limits):
+  fig_time_DATASET[_N].png       Figures 4 / 7 / 11: training time per backend, warm and cold,
+                                 start-up apart from the solver, AU, the paper's seconds marked
+  fig_resources_DATASET[_N].png  Figures 5 / 8 / 12: CPU (the training process's threads, and
+                                 the machine's), reads (the process's own and the device's), GPU
+  report.md, report.html         the times, every finding of the paper with our ratio and a
+                                 verdict with its magnitude, Table 2 (footprints), the machines
 """
 import argparse
 import base64
+import html
 import json
 import statistics
 import sys
@@ -22,11 +23,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from data_prep import backends, datasets  # noqa: E402
+from experiments import record  # noqa: E402
+
 REFERENCE = json.loads((Path(__file__).parent / "paper_reference.json").read_text())
-BACKENDS = ["lmdb", "leveldb", "hdf5", "images", "pymem", "cppmem"]
-COLORS = {"lmdb": "#1b9e77", "leveldb": "#66a61e", "hdf5": "#7570b3", "images": "#d95f02",
-          "pymem": "#e7298a", "cppmem": "#e6ab02"}
 CACHES = ["warm", "cold"]
+load_records = record.load
 
 
 def pyplot():
@@ -39,8 +41,7 @@ def pyplot():
 def save(fig, path):
     fig.tight_layout()
     fig.savefig(path, dpi=110)
-    import matplotlib.pyplot as plt
-    plt.close(fig)
+    pyplot().close(fig)
     return path
 
 
@@ -53,32 +54,34 @@ def default_results(root):
     return local / "h100"
 
 
-def load_records(paths):
-    records = []
-    for p in map(Path, paths):
-        files = [p] if p.is_file() else sorted(p.glob("*/records.jsonl"))
-        for f in files:
-            for line in f.read_text().splitlines():
-                if line.strip():
-                    r = json.loads(line)
-                    r["_results"] = str(f.parent.parent)
-                    records.append(r)
-    return records
+def setups(records):
+    """The machine setups among the records, most records first: [(setup, its records)]."""
+    groups = {}
+    for r in records:
+        groups.setdefault(r.setup(), []).append(r)
+    return sorted(groups.items(), key=lambda kv: -len(kv[1]))
 
 
 def cell_stats(records):
-    """(dataset, backend, cache) -> dict(mean, sd, n) of wall seconds over ok runs."""
+    """(dataset, backend, cache) -> mean, sd (None for one run), n of wall seconds over ok runs,
+    and the means of start-up seconds and AU where recorded."""
     cells = {}
     for r in records:
-        if r["status"] == "ok":
-            cells.setdefault((r["dataset"], r["backend"], r["cache"]), []).append(r["wall_seconds"])
-    return {k: {"mean": statistics.mean(v), "sd": statistics.stdev(v) if len(v) > 1 else 0.0, "n": len(v)}
+        if r.ok:
+            cells.setdefault((r.dataset, r.backend, r.cache), []).append(r)
+
+    def mean_of(rs, attr):
+        vals = [getattr(r, attr) for r in rs if getattr(r, attr) is not None]
+        return statistics.mean(vals) if vals else None
+    return {k: {"mean": statistics.mean(r.wall_seconds for r in v),
+                "sd": statistics.stdev(r.wall_seconds for r in v) if len(v) > 1 else None, "n": len(v),
+                "startup": mean_of(v, "startup_seconds"), "au": mean_of(v, "au")}
             for k, v in cells.items()}
 
 
 def is_stock(records, dataset):
     """Every run of `dataset` used the stock solver's iterations, so seconds compare with the paper's."""
-    return all(r.get("iterations_setting") is None for r in records if r["dataset"] == dataset)
+    return all(r.iterations_setting is None for r in records if r.dataset == dataset)
 
 
 def paper_value(dataset, backend, cache):
@@ -88,76 +91,133 @@ def paper_value(dataset, backend, cache):
     return None
 
 
-def fig_time(dataset, stats, out, stock=True):
-    """stock: the runs used the stock solver, so the paper's seconds are comparable and shown."""
+def describe_setup(setup, records, dataset):
+    machine, compute, limits = setup
+    rs = [r for r in records if r.dataset == dataset]
+    source = datasets.get(dataset).source_label(rs[0].source if rs else None)
+    return f"{source}; {compute}; {limits}\n{machine}"
+
+
+def present_backends(stats, dataset):
+    return [b for b in backends.REGISTRY if any((dataset, b, c) in stats for c in CACHES)]
+
+
+def fig_time(dataset, records, out, setup=None, suffix=""):
+    """Wall time per backend: start-up (grey) under the rest, warm solid, cold hatched."""
     plt = pyplot()
-    present = [b for b in BACKENDS if any((dataset, b, c) in stats for c in CACHES)]
-    fig, ax = plt.subplots(figsize=(7.5, 4))
-    width = 0.38
+    stats = cell_stats(records)
+    present = present_backends(stats, dataset)
+    stock = is_stock(records, dataset)
+    fig, ax = plt.subplots(figsize=(8.5, 4.6))
+    width, tops, marks = 0.38, [], []
     for i, b in enumerate(present):
+        backend = backends.get(b)
         for j, c in enumerate(CACHES):
-            s = stats.get((dataset, b, c))
             x = i + (j - 0.5) * width
+            s = stats.get((dataset, b, c))
             if s:
-                ax.bar(x, s["mean"], width, yerr=s["sd"], capsize=3, color=COLORS[b],
-                       alpha=1.0 if c == "warm" else 0.55, hatch=None if c == "warm" else "//",
+                startup = min(s["startup"] or 0.0, s["mean"])
+                ax.bar(x, startup, width, color="#bbbbbb", edgecolor="black", linewidth=0.5)
+                ax.bar(x, s["mean"] - startup, width, bottom=startup, color=backend.color,
+                       alpha=1.0 if c == "warm" else 0.6, hatch=None if c == "warm" else "//",
                        edgecolor="black", linewidth=0.5)
-                ax.annotate(f"{s['mean']:.1f}", (x, s["mean"] + s["sd"]), ha="center", va="bottom", fontsize=7)
+                if s["sd"] is not None:
+                    ax.errorbar(x, s["mean"], yerr=s["sd"], color="black", capsize=3, linewidth=0.8)
+                top = s["mean"] + (s["sd"] or 0)
+                au = f"\nAU {s['au']:.0%}" if s["au"] is not None else ""
+                ax.annotate(f"{s['mean']:.1f}{au}", (x, top), ha="center", va="bottom", fontsize=7)
+                tops.append(top)
             pv = paper_value(dataset, b, c)
             if pv is not None and stock:
-                ax.plot(x, pv, "kx", markersize=8)
-    ax.set_xticks(range(len(present)), present)
-    ax.set_ylabel("training time (s)")
-    ax.set_title(f"{dataset}: mean training time, warm (solid) and cold (hatched)"
-                 + ("; x = paper's value" if stock else "\n(shortened runs: the paper's seconds are not shown)"),
-                 fontsize=10)
-    return save(fig, out / f"fig_time_{dataset}.png")
+                marks.append((x, pv))
+    ymax = max(tops + [1.0]) * (1.7 if any(pv > max(tops + [1.0]) * 1.35 for _, pv in marks) else 1.35)
+    for x, pv in marks:
+        if pv <= ymax:
+            ax.plot(x, pv, "kx", markersize=8)
+        else:  # off the scale: an arrow at the top instead of flattening our bars
+            ax.annotate(f"paper\n{pv:.0f} s", (x, ymax * 0.97), ha="center", va="top", fontsize=7,
+                        arrowprops=dict(arrowstyle="->"), xytext=(x, ymax * 0.86))
+    ax.set_ylim(0, ymax)
+    ax.set_xticks(range(len(present)), [backends.get(b).label for b in present], fontsize=8)
+    ax.set_ylabel("training time, wall (s)")
+    n = sorted({s["n"] for k, s in stats.items() if k[0] == dataset})
+    n_text = f"n = {n[0]}" if len(n) == 1 else f"n = {n[0]}..{n[-1]}"
+    sd_text = " (one run per bar: no spread shown)" if n == [1] else ", bars: +- sd"
+    ax.set_title(f"{datasets.get(dataset).label}: training time, warm (solid) / cold (hatched), grey: start-up; "
+                 f"{n_text}{sd_text}" + ("; x = paper" if stock and marks else
+                                          "" if stock else "; shortened runs, the paper's seconds not shown")
+                 + ("\n" + describe_setup(setup, records, dataset) if setup else ""), fontsize=8)
+    return save(fig, out / f"fig_time_{dataset}{suffix}.png")
 
 
-def monitor_means(records, dataset):
-    """(backend, cache) -> mean of each monitor summary field over ok runs."""
+def _means(records, dataset, key):
+    """(backend, cache) -> mean of key(record) over ok runs where it is known."""
     cells = {}
     for r in records:
-        if r["dataset"] == dataset and r["status"] == "ok":
-            cells.setdefault((r["backend"], r["cache"]), []).append(r["monitor"])
-    out = {}
-    for k, mons in cells.items():
-        keys = {key for m in mons for key in m}
-        out[k] = {key: statistics.mean(m[key] for m in mons if key in m) for key in keys}
-    return out
+        if r.ok and r.dataset == dataset:
+            v = key(r)
+            if v is not None:
+                cells.setdefault((r.backend, r.cache), []).append(v)
+    return {k: statistics.mean(v) for k, v in cells.items()}
 
 
-def fig_resources(dataset, records, out):
+def _grouped_bars(ax, present, series, ylabel):
+    """series: [(label, {(backend, cache): value}, colour)]: one group per backend, warm/cold side by side."""
+    width = 0.8 / (2 * len(series))
+    for s_i, (label, values, colour) in enumerate(series):
+        for c_i, cache in enumerate(CACHES):
+            xs = [i - 0.4 + width * (2 * s_i + c_i + 0.5) for i in range(len(present))]
+            ax.bar(xs, [values.get((b, cache), 0) for b in present], width, color=colour,
+                   alpha=1.0 if cache == "warm" else 0.6, hatch=None if cache == "warm" else "//",
+                   edgecolor="black", linewidth=0.4, label=f"{label}, {cache}" if len(series) > 1 or True else None)
+    ax.set_xticks(range(len(present)), [backends.get(b).label for b in present], fontsize=7, rotation=15)
+    ax.set_ylabel(ylabel, fontsize=8)
+    ax.legend(fontsize=6)
+
+
+def fig_resources(dataset, records, out, setup=None, suffix=""):
     plt = pyplot()
-    means = monitor_means(records, dataset)
-    keys = [(b, c) for b in BACKENDS for c in CACHES if (b, c) in means]
-    labels = [f"{b}\n{c}" for b, c in keys]
-    fig, axes = plt.subplots(2, 2, figsize=(11, 6.5))
-    x = range(len(keys))
-    bottom = [0.0] * len(keys)
-    for field, color in [("cpu_user_mean", "#4477aa"), ("cpu_system_mean", "#ee6677"), ("cpu_iowait_mean", "#ccbb44")]:
-        vals = [means[k].get(field, 0.0) for k in keys]
-        axes[0, 0].bar(x, vals, bottom=bottom, color=color, label=field.replace("cpu_", "").replace("_mean", ""))
-        bottom = [a + b for a, b in zip(bottom, vals)]
-    axes[0, 0].set_ylabel("CPU (% of all cores)")
-    axes[0, 0].legend(fontsize=7)
-    axes[0, 1].bar(x, [means[k].get("mem_used_bytes_mean", 0) / 2**30 for k in keys],
-                   color=[COLORS[b] for b, _ in keys], label="used")
-    axes[0, 1].plot(x, [means[k].get("mem_cached_bytes_mean", 0) / 2**30 for k in keys], "ko", label="page cache")
-    axes[0, 1].set_ylabel("memory (GiB)")
-    axes[0, 1].legend(fontsize=7)
-    axes[1, 0].bar(x, [means[k].get("read_bytes_total", 0) / 2**20 for k in keys], color=[COLORS[b] for b, _ in keys])
-    axes[1, 0].set_ylabel("block reads during training (MiB)")
-    gpu = [means[k].get("gpu_util_mean") for k in keys]
-    if any(g is not None for g in gpu):
-        axes[1, 1].bar(x, [g or 0 for g in gpu], color=[COLORS[b] for b, _ in keys])
-        axes[1, 1].set_ylabel("GPU utilisation (%)")
+    present = present_backends(cell_stats(records), dataset)
+    fig, axes = plt.subplots(2, 2, figsize=(11, 6.8))
+
+    def per_second(r, seconds):
+        return seconds / r.wall_seconds if seconds is not None and r.wall_seconds else None
+
+    def thread(role):
+        return lambda r: per_second(r, ((r.process or {}).get("thread_cpu_seconds") or {}).get(role))
+    threads = [("data prefetch", _means(records, dataset, thread("data prefetch")), "#4477aa"),
+               ("solver", _means(records, dataset, thread("solver (main thread)")), "#ee6677")]
+    if any(v for _, v, _ in threads):
+        _grouped_bars(axes[0, 0], present, threads, "cores busy (thread CPU-s per wall s)")
+        axes[0, 0].set_title("the training process's threads (1.0 = one core all the time)", fontsize=8)
     else:
-        axes[1, 1].text(0.5, 0.5, "no GPU in these runs", ha="center", va="center", transform=axes[1, 1].transAxes)
-    for ax in axes.flat:
-        ax.set_xticks(list(x), labels, fontsize=7)
-    fig.suptitle(f"{dataset}: resource utilisation during training (means over runs)")
-    return save(fig, out / f"fig_resources_{dataset}.png")
+        cores = next((r.environment or {}).get("cpu_cores") for r in records)
+        _grouped_bars(axes[0, 0], present, [
+            ("user", _means(records, dataset, lambda r: r.monitor.get("cpu_user_mean")), "#4477aa"),
+            ("iowait", _means(records, dataset, lambda r: r.monitor.get("cpu_iowait_mean")), "#ccbb44")],
+            f"% of all {cores} cores (machine-wide)")
+        axes[0, 0].set_title("machine-wide CPU (these records predate per-thread CPU)", fontsize=8)
+    _grouped_bars(axes[0, 1], present, [
+        ("iowait", _means(records, dataset, lambda r: r.monitor.get("cpu_iowait_mean")), "#ccbb44")],
+        "iowait, % of all cores")
+    _grouped_bars(axes[1, 0], present, [
+        ("the training process", _means(records, dataset, lambda r: ((r.process or {}).get("read_bytes") or 0) / 2**20
+                                         if r.process else None), "#228833"),
+        ("the whole device", _means(records, dataset, lambda r: r.monitor.get("read_bytes_total", 0) / 2**20), "#999999")],
+        "read from the block device (MiB)")
+    gpu = _means(records, dataset, lambda r: r.monitor.get("gpu_util_mean"))
+    au = _means(records, dataset, lambda r: 100 * r.au if r.au is not None else None)
+    if gpu:
+        _grouped_bars(axes[1, 1], present, [("GPU utilisation", gpu, "#66ccee")], "GPU utilisation (%)")
+    elif au:
+        _grouped_bars(axes[1, 1], present, [("AU", au, "#66ccee")], "accelerator utilisation (%)")
+        axes[1, 1].axhline(90, color="black", linestyle=":", linewidth=0.8)
+    else:
+        axes[1, 1].text(0.5, 0.5, "no GPU and no emulated accelerator in these runs", ha="center", va="center",
+                        transform=axes[1, 1].transAxes)
+    title = f"{datasets.get(dataset).label}: resources during training (means over runs)"
+    fig.suptitle(title + ("\n" + describe_setup(setup, records, dataset) if setup else ""), fontsize=9)
+    return save(fig, out / f"fig_resources_{dataset}{suffix}.png")
 
 
 def fig_timeseries(run_dir, out):
@@ -175,7 +235,7 @@ def fig_timeseries(run_dir, out):
     fig, axes = plt.subplots(4, 1, figsize=(8, 8), sharex=True)
     for name in ["cpu_user", "cpu_system", "cpu_iowait"]:
         axes[0].plot(t, col(name), label=name[4:])
-    axes[0].set_ylabel("CPU (%)")
+    axes[0].set_ylabel("CPU (% of all cores)")
     axes[0].legend(fontsize=7)
     axes[1].plot(t, col("mem_used_bytes", 2**30), label="used")
     axes[1].plot(t, col("mem_cached_bytes", 2**30), label="page cache")
@@ -191,92 +251,154 @@ def fig_timeseries(run_dir, out):
     return save(fig, out / f"timeseries_{Path(run_dir).name}.png")
 
 
+def verdict(finding, ours):
+    """Whether a finding of the paper holds here, and how strongly."""
+    if ours is None:
+        return "no data"
+    paper = finding["paper_ratio"]
+    if finding["direction"] == "~":
+        return "holds" if abs(ours - 1) < 0.15 else f"does not hold: {ours:.2f}x, not ~1"
+    if ours <= 0.95:
+        return f"reversed ({ours:.2f}x)"
+    if ours < 1.05:
+        return "no effect here"
+    if ours >= paper / 1.5:
+        return "holds" if ours <= paper * 1.5 else f"holds, {ours / paper:.1f}x stronger"
+    return f"holds, {paper / ours:.1f}x weaker"
+
+
 def comparison(stats):
     rows = []
     for f in REFERENCE["findings"]:
         num, den = stats.get((f["dataset"], *f["num"])), stats.get((f["dataset"], *f["den"]))
         ours = num["mean"] / den["mean"] if num and den else None
-        if ours is None:
-            holds = "no data"
-        elif f["direction"] == ">":
-            holds = "yes" if ours > 1.05 else "no"
-        else:
-            holds = "yes" if abs(ours - 1) < 0.15 else "no"
-        rows.append({**f, "ours": ours, "holds": holds})
+        rows.append({**f, "ours": ours, "holds": verdict(f, ours)})
     return rows
+
+
+def mib(nbytes):
+    return f"{nbytes / 2**20:.1f} MiB"
 
 
 def footprints(records):
     """Table 2 rows: the paper's size beside our train split's apparent and allocated bytes
     (the paper's 238 MB for 60,000 MNIST PNGs matches allocated size: 60,000 x 4 KiB blocks)."""
-    seen = {}
-    for r in records:
-        seen[(r["dataset"], r["backend"])] = r.get("train_footprint") or r["artifact_footprint"]
+    seen = {(r.dataset, r.backend): r.train_footprint or r.artifact_footprint for r in records}
     paper = {(row["dataset"], row["backend"]): row["size"] for row in REFERENCE["footprint"]["rows"]}
     rows = []
     for (d, b) in sorted(set(seen) | set(paper)):
         fp = seen.get((d, b))
-        rows.append((d, b, paper.get((d, b), "-"),
-                     f"{fp['apparent_bytes'] / 1e6:.1f} MB" if fp else "-",
-                     f"{fp['allocated_bytes'] / 1e6:.1f} MB" if fp else "-", str(fp["files"]) if fp else "-"))
+        rows.append([d, b, paper.get((d, b), "-"), mib(fp["apparent_bytes"]) if fp else "-",
+                     mib(fp["allocated_bytes"]) if fp else "-", str(fp["files"]) if fp else "-"])
     return rows
 
 
-def machines(records):
-    seen = {}
-    for r in records:
-        e = r["environment"]
-        key = (e.get("gpu_model"), e.get("cpu_model"), e.get("memory_bytes"), r["device"])
-        seen.setdefault(key, {"records": 0, "sources": set(), "limits": set(), "fs": e.get("artifact_fs")})
-        seen[key]["records"] += 1
-        seen[key]["sources"].add(r["source"])
-        seen[key]["limits"].add(json.dumps({k: v for k, v in r["limits"].items() if v}))
-    return seen
+# --- the report as blocks, written as Markdown and as HTML ---------------------------
+
+class Doc:
+    def __init__(self):
+        self.blocks = []
+
+    def heading(self, text, level=2):
+        self.blocks.append(("h", level, text))
+
+    def para(self, text):
+        self.blocks.append(("p", text))
+
+    def items(self, lines):
+        self.blocks.append(("ul", lines))
+
+    def table(self, header, rows):
+        self.blocks.append(("table", header, rows))
+
+    def figure(self, path):
+        self.blocks.append(("img", path))
+
+    def markdown(self):
+        out = []
+        for b in self.blocks:
+            if b[0] == "h":
+                out += ["#" * b[1] + " " + b[2], ""]
+            elif b[0] == "p":
+                out += [b[1], ""]
+            elif b[0] == "ul":
+                out += [f"- {line}" for line in b[1]] + [""]
+            elif b[0] == "table":
+                out += ["| " + " | ".join(b[1]) + " |", "|" + "---|" * len(b[1])]
+                out += ["| " + " | ".join(map(str, row)) + " |" for row in b[2]] + [""]
+            else:
+                out += [f"![{b[1].stem}]({b[1].name})", ""]
+        return "\n".join(out)
+
+    def html(self, title):
+        e = html.escape
+        out = [f"<!doctype html><html><head><meta charset='utf-8'><title>{e(title)}</title><style>"
+               "body{font-family:sans-serif;max-width:1100px;margin:2em auto}table{border-collapse:collapse}"
+               "td,th{border:1px solid #ccc;padding:3px 8px;font-size:90%}th{background:#eee}img{max-width:100%}"
+               "</style></head><body>"]
+        for b in self.blocks:
+            if b[0] == "h":
+                out.append(f"<h{b[1]}>{e(b[2])}</h{b[1]}>")
+            elif b[0] == "p":
+                out.append(f"<p>{e(b[1])}</p>")
+            elif b[0] == "ul":
+                out.append("<ul>" + "".join(f"<li>{e(line)}</li>" for line in b[1]) + "</ul>")
+            elif b[0] == "table":
+                out.append("<table><tr>" + "".join(f"<th>{e(h)}</th>" for h in b[1]) + "</tr>" +
+                           "".join("<tr>" + "".join(f"<td>{e(str(c))}</td>" for c in row) + "</tr>" for row in b[2])
+                           + "</table>")
+            else:
+                data = base64.b64encode(b[1].read_bytes()).decode()
+                out.append(f'<p><img src="data:image/png;base64,{data}" alt="{e(b[1].stem)}"></p>')
+        return "\n".join(out + ["</body></html>"])
+
+
+def _fmt_cell(s):
+    if not s:
+        return "-"
+    sd = f" +- {s['sd']:.2f}" if s["sd"] is not None else ""
+    au = f", AU {s['au']:.0%}" if s["au"] is not None else ""
+    return f"{s['mean']:.2f}{sd} (n={s['n']}{au})"
 
 
 def write_report(records, out):
     out.mkdir(parents=True, exist_ok=True)
-    stats = cell_stats(records)
-    datasets = [d for d in ["mnist", "cifar10", "imagenet"] if any(k[0] == d for k in stats)]
-    figures = []
-    for d in datasets:
-        figures += [fig_time(d, stats, out, is_stock(records, d)), fig_resources(d, records, out)]
-    md = ["# Image storage for training: our runs beside Lim, Young & Patton (2016)", ""]
-    md += ["## Machines", ""]
-    for (gpu, cpu, mem, dev), info in machines(records).items():
-        md.append(f"- {info['records']} runs on **{gpu or 'no GPU'}** ({dev}), CPU {cpu}, "
-                  f"{mem / 2**30:.0f} GiB, data on {info['fs']}; limits: {', '.join(sorted(info['limits']))}; "
-                  f"data: {'; '.join(sorted(info['sources']))}")
-    md += ["", f"The paper's machine (Table 1): {REFERENCE['machine']['gpu']}, {REFERENCE['machine']['cpu_cores']} cores, "
-           f"{REFERENCE['machine']['memory']}, {REFERENCE['machine']['storage']}, CUDA {REFERENCE['machine']['cuda']}, "
-           f"cuDNN {REFERENCE['machine']['cudnn']}.", ""]
-    md += ["## Training time (s), mean +- sd (n)", "", "| dataset | backend | warm | cold | paper warm | paper cold |",
-           "|---|---|---|---|---|---|"]
-    for d in datasets:
-        for b in BACKENDS:
-            cells = [stats.get((d, b, c)) for c in CACHES]
-            if not any(cells):
-                continue
-            fmt = [f"{s['mean']:.2f} +- {s['sd']:.2f} ({s['n']})" if s else "-" for s in cells]
-            pv = [paper_value(d, b, c) for c in CACHES]
-            md.append(f"| {d} | {b} | {fmt[0]} | {fmt[1]} | {pv[0] or '-'} | {pv[1] or '-'} |")
-    md += ["", "## The paper's findings, ratio by ratio", "",
-           "| dataset | finding | paper | ours | direction holds |", "|---|---|---|---|---|"]
-    for row in comparison(stats):
-        ours = f"{row['ours']:.2f}" if row["ours"] is not None else "-"
-        md.append(f"| {row['dataset']} | {row['text']} ({row['num'][0]} {row['num'][1]} / {row['den'][0]} {row['den'][1]}) "
-                  f"| {row['paper_ratio']} | {ours} | {row['holds']} |")
-    md += ["", "## Table 2: storage footprint of the training split", "",
-           "| dataset | backend | paper | ours, apparent | ours, allocated | our files |", "|---|---|---|---|---|---|"]
-    md += [f"| {' | '.join(row)} |" for row in footprints(records)]
-    md += ["", "## Figures", ""] + [f"![{p.stem}]({p.name})" for p in figures]
-    (out / "report.md").write_text("\n".join(md) + "\n")
-    html = "\n".join(md)
-    for p in figures:
-        data = base64.b64encode(p.read_bytes()).decode()
-        html = html.replace(f"![{p.stem}]({p.name})", f'<img src="data:image/png;base64,{data}" alt="{p.stem}">')
-    (out / "report.html").write_text("<!doctype html><meta charset='utf-8'><title>report</title><pre>\n"
-                                     + html.replace("<pre>", "") + "\n</pre>\n")
+    doc, figures = Doc(), []
+    doc.heading("Image storage for training: our runs beside Lim, Young & Patton (2016)", 1)
+    m = REFERENCE["machine"]
+    doc.para(f"The paper's machine (Table 1): {m['gpu']}, {m['cpu_cores']} cores, {m['memory']}, {m['storage']}, "
+             f"CUDA {m['cuda']}, cuDNN {m['cudnn']}. Times are wall seconds of the training process; start-up "
+             "(process start to Caffe's first iteration) is part of them and shown apart in the figures. AU: the "
+             "accelerator's compute time over the solver's time (MLPerf Storage); emulated runs know it exactly, "
+             "real GPU runs against the measured ceiling.")
+    for index, (setup, rs) in enumerate(setups(records)):
+        machine, compute, limits = setup
+        doc.heading(f"Setup {index + 1}: {compute}; {limits}")
+        sources = sorted({r.source for r in rs if r.source})
+        doc.items([f"machine: {machine}", f"compute: {compute}", f"limits: {limits}",
+                   f"{len(rs)} runs ({sum(1 for r in rs if not r.ok)} failed)", "data: " + "; ".join(sources)])
+        stats = cell_stats(rs)
+        present = [d for d in datasets.REGISTRY if any(k[0] == d for k in stats)]
+        rows = []
+        for d in present:
+            for b in present_backends(stats, d):
+                pv = [paper_value(d, b, c) for c in CACHES]
+                rows.append([d, b] + [_fmt_cell(stats.get((d, b, c))) for c in CACHES] + [v or "-" for v in pv])
+        doc.table(["dataset", "backend", "warm (s)", "cold (s)", "paper warm", "paper cold"], rows)
+        doc.heading("The paper's findings, ratio by ratio (this setup)", 3)
+        doc.table(["dataset", "finding", "paper", "ours", "verdict"],
+                  [[f["dataset"], f"{f['text']} ({f['num'][0]} {f['num'][1]} / {f['den'][0]} {f['den'][1]})",
+                    f["paper_ratio"], f"{f['ours']:.2f}" if f["ours"] is not None else "-", f["holds"]]
+                   for f in comparison(stats) if f["dataset"] in present])
+        suffix = f"_{index + 1}" if index else ""
+        for d in present:
+            for fig in (fig_time(d, rs, out, setup, suffix), fig_resources(d, rs, out, setup, suffix)):
+                figures.append(fig)
+                doc.figure(fig)
+    doc.heading("Table 2: storage footprint of the training split")
+    doc.table(["dataset", "backend", "paper", "ours, apparent", "ours, allocated", "our files"], footprints(records))
+    (out / "report.md").write_text(doc.markdown())
+    (out / "report.html").write_text(doc.html("Image storage for training: report"))
     return out / "report.md", figures
 
 
@@ -296,7 +418,7 @@ def main(argv=None):
     if not a.results:
         p.error("give results folders, or --timeseries RUN_DIR")
     records = load_records(a.results)
-    if not any(r["status"] == "ok" for r in records):
+    if not any(r.ok for r in records):
         print(f"no successful run records under {', '.join(a.results)}: run `make mnist-quick` "
               "or experiments/run.py first", file=sys.stderr)
         return 1

@@ -21,15 +21,11 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from data_prep import backends, sources
-from data_prep.sources import SourceError
+from data_prep import backends, datasets
+from data_prep.datasets import SourceError
+from data_prep.locations import footprint
 
 MANIFEST = "manifest.json"
-
-
-def model_for(dataset):
-    from models.nets import MODELS
-    return MODELS[dataset]
 
 
 # --- mean.binaryproto ----------------------------------------------------------------
@@ -69,18 +65,6 @@ def _atomic_write(path, data):
     tmp = Path(str(path) + ".partial")
     tmp.write_bytes(data)
     os.replace(tmp, path)
-
-
-# --- footprint ---------------------------------------------------------------------
-
-def footprint(files):
-    """Apparent bytes, allocated bytes and file count: the paper's Table 2."""
-    apparent = allocated = 0
-    for f in files:
-        st = os.stat(f)
-        apparent += st.st_size
-        allocated += st.st_blocks * 512
-    return {"apparent_bytes": apparent, "allocated_bytes": allocated, "files": len(files)}
 
 
 # --- writing -----------------------------------------------------------------------
@@ -173,7 +157,7 @@ def materialized(split, jobs, progress, limit_bytes=2 << 30):
 
     def get(i):
         return names[i], int(labels[i]), images[i]
-    return sources.Split(split.phase, split.count, split.shape, get, split.num_classes, in_memory=True)
+    return datasets.Split(split.phase, split.count, split.shape, get, split.num_classes, in_memory=True)
 
 
 @contextmanager
@@ -185,9 +169,10 @@ def dataset_lock(out):
 
 
 def context(dataset, final_dir, mean):
-    model = model_for(dataset)
-    return backends.WriteContext(dataset=dataset, final_dir=final_dir, scale=model.transform.scale,
-                                 mean=mean, imagefile_keys=dataset == "imagenet")
+    """dataset: a Dataset or its name."""
+    dataset = datasets.get(dataset) if isinstance(dataset, str) else dataset
+    return backends.WriteContext(dataset=dataset, final_dir=final_dir, scale=dataset.model.transform.scale,
+                                 mean=mean)
 
 
 def write_artifact(source, backend, out, mean, jobs, progress=True, want_train_sum=False):
@@ -212,7 +197,7 @@ def write_artifact(source, backend, out, mean, jobs, progress=True, want_train_s
             "dataset": source.dataset, "backend": backend.name, "caffe_layer": backend.layer,
             "source": source.description, "source_fingerprint": source.fingerprint,
             "pretransformed": backend.pretransformed,
-            "transform": {"scale": ctx.scale, "mean_file": bool(model_for(source.dataset).transform.mean_file)},
+            "transform": {"scale": ctx.scale, "mean_file": bool(ctx.dataset.model.transform.mean_file)},
             "channel_order": "BGR", "seconds": round(time.time() - started, 2),
             "created": time.strftime("%Y-%m-%dT%H:%M:%S"),
             "splits": {s.phase: {"count": s.count, "shape": list(s.shape),
@@ -249,7 +234,8 @@ def prepare(dataset, backend_names, out_root, source_path=None, limit=None, coun
     if not out_root.parent.exists():
         raise SourceError(f"{out_root}: its parent folder {out_root.parent} does not exist")
     chosen = [backends.get(b) for b in backend_names]
-    source = sources.load(dataset, source_path, seed=seed, count=count)
+    ds = datasets.get(dataset)
+    source = ds.load(source_path, seed=seed, count=count)
     if limit:
         source.train, source.test = source.train.limited(limit), source.test.limited(limit)
         source.fingerprint += f"+limit{limit}"
@@ -262,8 +248,9 @@ def prepare(dataset, backend_names, out_root, source_path=None, limit=None, coun
         todo = []
         for backend in chosen:
             old = load_manifest(out, backend.name)
-            if dataset not in backend.supports:
-                log(f"  {backend.name}: skipped for {dataset}: {backend.why_not}")
+            why_not = backend.unsupported(ds)
+            if why_not:
+                log(f"  {backend.name}: skipped for {dataset}: {why_not}")
             elif not force and old and old["source_fingerprint"] == source.fingerprint:
                 log(f"  {backend.name}: up to date ({out / backend.name})")
                 results[backend.name] = old
@@ -272,7 +259,7 @@ def prepare(dataset, backend_names, out_root, source_path=None, limit=None, coun
         if len(todo) > 1:  # several passes: make the records once
             source.train, source.test = (materialized(s, jobs, progress) for s in source.splits())
         mean = _current_mean(source, out, force)
-        need_mean = model_for(dataset).transform.mean_file and mean is None
+        need_mean = ds.model.transform.mean_file and mean is None
         for backend in sorted(todo, key=lambda b: b.pretransformed):
             if need_mean and backend.pretransformed:
                 mean, need_mean = _save_mean(compute_mean(source.train, jobs, progress), source, out, log), False
@@ -313,7 +300,7 @@ def verify(dataset, backend_names, out_root, source_path=None, seed=0, progress=
         backend = backends.get(name)
         manifest = load_manifest(out, name)
         if manifest is None:
-            if dataset in backend.supports:
+            if not backend.unsupported(datasets.get(dataset)):
                 failures.append(f"{name}: no artifact at {out / name}")
             continue
         counts = tuple(manifest["splits"][p]["count"] for p in ("train", "test"))
@@ -334,7 +321,7 @@ def verify(dataset, backend_names, out_root, source_path=None, seed=0, progress=
 
 def _source_of(manifest, dataset, source_path, seed):
     counts = {p: s["count"] for p, s in manifest["splits"].items()}
-    source = sources.load(dataset, source_path, seed=seed, count=counts["train"])
+    source = datasets.load(dataset, source_path, seed=seed, count=counts["train"])
     source.train, source.test = source.train.limited(counts["train"]), source.test.limited(counts["test"])
     return source
 

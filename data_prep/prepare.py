@@ -6,11 +6,9 @@
   python data_prep/prepare.py imagenet lmdb,leveldb,images --count 2000
   python data_prep/prepare.py verify mnist all          # re-read everything, compare to source
 
-Datasets: mnist (IDX files; default: Debian's Fashion-MNIST), cifar10 (binary batches;
-default: a generated stand-in), imagenet (train/<class>/*, val/*, val.txt; default: a
-generated stand-in of 256x256 PNG-sized images). Backends: lmdb, leveldb, hdf5, images,
-pymem, cppmem (hdf5/pymem/cppmem are skipped for imagenet, as in the paper).
-Pixels are stored in BGR order (Caffe's convention) whatever the source.
+Pixels are stored in BGR order (Caffe's convention) whatever the source. A backend that
+cannot hold a dataset is skipped with the reason (hdf5/pymem/cppmem for imagenet, as in
+the paper).
 """
 import argparse
 import sys
@@ -18,22 +16,23 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from data_prep import backends, build  # noqa: E402
-from data_prep.sources import DATASETS, SourceError  # noqa: E402
+from data_prep import backends, build, datasets  # noqa: E402
+from data_prep.datasets import SourceError  # noqa: E402
 
 DEFAULT_OUT = Path(__file__).resolve().parents[1] / "data"
 
 
 def backend_list(text):
-    names = list(backends.REGISTRY) if text == "all" else text.split(",")
-    for n in names:
-        backends.get(n)
-    return names
+    return backends.names(text)
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("dataset", help=f"{', '.join(DATASETS)}, or 'verify' followed by a dataset")
+    known = "\n".join(f"  {d.name:<9} {d.label}: --source is {d.real_format}; default: "
+                      f"{'a generated stand-in' if d.standin else 'Debian Fashion-MNIST'}"
+                      for d in datasets.REGISTRY.values())
+    p = argparse.ArgumentParser(description=__doc__, epilog="datasets:\n" + known,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("dataset", help=f"{', '.join(datasets.REGISTRY)}, or 'verify' followed by a dataset")
     p.add_argument("backends", nargs="+", help=f"comma-separated: {', '.join(backends.REGISTRY)}, or 'all'")
     p.add_argument("--source", help="the real dataset (IDX folder, CIFAR-10 batches folder, ImageNet tree)")
     p.add_argument("--out", default=str(DEFAULT_OUT), help="output root (default: %(default)s)")
@@ -66,10 +65,10 @@ def main(argv=None):
 def print_footprints(results):
     if not results:
         return
-    print(f"{'backend':<9} {'apparent':>12} {'allocated':>12} {'files':>8}")
+    print(f"{'backend':<9} {'apparent':>13} {'allocated':>13} {'files':>8}")
     for name, m in results.items():
         f = m["footprint"]
-        print(f"{name:<9} {f['apparent_bytes'] / 1e6:>10.1f}MB {f['allocated_bytes'] / 1e6:>10.1f}MB {f['files']:>8}")
+        print(f"{name:<9} {f['apparent_bytes'] / 2**20:>9.1f} MiB {f['allocated_bytes'] / 2**20:>9.1f} MiB {f['files']:>8}")
 
 
 if __name__ == "__main__":

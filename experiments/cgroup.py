@@ -1,6 +1,10 @@
-"""Resource limits for a training process through cgroup v2: memory.max (the page cache
-is charged to it, so it bounds what can be cached), a cpuset, and io.max read limits on the
-block device holding the data.
+"""Resource limits for a training process through a cgroup, v2 or v1 behind one interface:
+memory (the page cache is charged to it, so it bounds what can be cached), a cpuset, and read
+IOPS / bytes per second on the block device holding the data.
+
+  v2: memory.max, cpuset.cpus, io.max "MAJ:MIN riops=N rbps=N"
+  v1: memory.limit_in_bytes, cpuset.cpus (+ cpuset.mems), blkio.throttle.read_iops_device /
+      read_bps_device, each in its controller's own hierarchy
 
 The paper2016 profile emulates the paper's Table 1 machine: 8 cores, 16 GB, and an HDD.
 Its disk figures: 600 MB/s, the bandwidth the paper states for its machine (Section 3.1),
@@ -8,12 +12,13 @@ and 150 random read IOPS, what a 7,200-rpm disk delivers (~8.5 ms seek + ~4.2 ms
 rotation per random read) with some help from command queueing.
 """
 import os
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 CGROUP_ROOT = Path(os.environ.get("IMGSTORE_CGROUP_ROOT", "/sys/fs/cgroup"))
 
 PROFILES = {"paper2016": dict(cpus=8, mem_bytes=16 * 2**30, riops=150, rbps=600 * 10**6)}
+KNOBS = ("mem_bytes", "cpus", "riops", "rbps")
 
 
 class CgroupError(RuntimeError):
@@ -26,18 +31,53 @@ class Limits:
     cpus: int = None
     riops: int = None
     rbps: int = None
-    profile: str = None
+    profile: str = None        # set only when every value of the profile was applied as it is
+    modified_from: str = None  # the profile the values started from, when some were changed
 
     def any(self):
-        return any(v is not None for v in (self.mem_bytes, self.cpus, self.riops, self.rbps))
+        return any(getattr(self, k) is not None for k in KNOBS)
 
     @classmethod
     def from_args(cls, mem=None, cpus=None, riops=None, rbps=None, profile=None):
-        base = dict(PROFILES[profile]) if profile else {}
-        for k, v in dict(mem_bytes=parse_size(mem) if mem else None, cpus=cpus, riops=riops, rbps=rbps).items():
-            if v is not None:
-                base[k] = v
-        return cls(profile=profile, **base)
+        values = dict(PROFILES[profile]) if profile else {}
+        asked = dict(mem_bytes=parse_size(mem) if mem else None, cpus=cpus, riops=riops, rbps=rbps)
+        values.update({k: v for k, v in asked.items() if v is not None})
+        return cls(**values)._named(profile)
+
+    @classmethod
+    def from_record(cls, d):
+        """A record's limits; a profile name is kept only if the values are the profile's
+        (records written before this check named the profile whatever was changed)."""
+        d = d or {}
+        known = {f.name for f in fields(cls)}
+        limits = cls(**{k: v for k, v in d.items() if k in known and k not in ("profile", "modified_from")})
+        return limits._named(d.get("profile") or d.get("modified_from"))
+
+    def _named(self, profile):
+        self.profile = self.modified_from = None
+        if profile:
+            same = all(getattr(self, k) == v for k, v in PROFILES[profile].items())
+            self.profile, self.modified_from = (profile, None) if same else (None, profile)
+        return self
+
+    def as_dict(self):
+        return asdict(self)
+
+    def label(self):
+        if self.profile:
+            return f"{self.profile} profile"
+        if not self.any():
+            return "no limits"
+        parts = []
+        if self.cpus:
+            parts.append(f"{self.cpus} cores")
+        if self.mem_bytes:
+            parts.append(f"{self.mem_bytes / 2**30:g} GiB")
+        if self.riops:
+            parts.append(f"{self.riops} read IOPS")
+        if self.rbps:
+            parts.append(f"{self.rbps / 1e6:g} MB/s")
+        return ", ".join(parts) + (f" ({self.modified_from} modified)" if self.modified_from else "")
 
 
 def parse_size(text):
@@ -48,52 +88,99 @@ def parse_size(text):
     return int(text)
 
 
-def _device_numbers(path):
-    """major:minor of the whole disk holding `path` (io.max wants the disk, not a partition)."""
-    st = os.stat(path)
-    sys_dev = Path(f"/sys/dev/block/{os.major(st.st_dev)}:{os.minor(st.st_dev)}")
-    if (sys_dev / "partition").exists():
-        return (sys_dev.resolve().parent / "dev").read_text().strip()
-    return f"{os.major(st.st_dev)}:{os.minor(st.st_dev)}"
-
-
 class Group:
-    def __init__(self, path):
-        self.path = path
+    """A cgroup (one directory per v1 controller, one in v2) that a child process enters."""
+
+    def __init__(self, paths, version):
+        self.paths, self.version = paths, version
 
     def enter(self):  # runs in the child between fork and exec
-        (self.path / "cgroup.procs").write_text(str(os.getpid()))
+        for path in self.paths:
+            (path / "cgroup.procs").write_text(str(os.getpid()))
 
     def remove(self):
-        try:
-            self.path.rmdir()
-        except OSError:
-            pass
+        for path in self.paths:
+            try:
+                path.rmdir()
+            except OSError:
+                pass
 
 
-def create(limits, name, artifact):
+def _write(path, value):
+    path.write_text(str(value))
+
+
+def _create_v2(limits, name, device):
     parent = CGROUP_ROOT / "imgstore"
-    if not (CGROUP_ROOT / "cgroup.controllers").exists():
-        raise CgroupError(f"{CGROUP_ROOT} is not a cgroup v2 hierarchy: limits need cgroup v2")
-    try:
+    parent.mkdir(exist_ok=True)
+    for controller in ("memory", "cpuset", "io"):
+        for level in (CGROUP_ROOT, parent):
+            _write(level / "cgroup.subtree_control", f"+{controller}")
+    path = parent / name
+    path.mkdir()
+    group = Group([path], "v2")
+    if limits.mem_bytes:
+        _write(path / "memory.max", limits.mem_bytes)
+        if (path / "memory.swap.max").exists():
+            _write(path / "memory.swap.max", 0)
+    if limits.cpus:
+        _write(path / "cpuset.cpus", _cpu_list(limits.cpus))
+    if limits.riops or limits.rbps:
+        parts = [device] + ([f"riops={limits.riops}"] if limits.riops else []) + \
+            ([f"rbps={limits.rbps}"] if limits.rbps else [])
+        _write(path / "io.max", " ".join(parts))
+    return group
+
+
+def _create_v1(limits, name, device):
+    wanted = {"memory": limits.mem_bytes, "cpuset": limits.cpus, "blkio": limits.riops or limits.rbps}
+    paths = []
+    for controller, needed in wanted.items():
+        if not needed:
+            continue
+        parent = CGROUP_ROOT / controller / "imgstore"
         parent.mkdir(exist_ok=True)
-        for controller in ("memory", "cpuset", "io"):
-            for level in (CGROUP_ROOT, parent):
-                (level / "cgroup.subtree_control").write_text(f"+{controller}")
         path = parent / name
         path.mkdir()
-        if limits.mem_bytes:
-            (path / "memory.max").write_text(str(limits.mem_bytes))
-            (path / "memory.swap.max").write_text("0") if (path / "memory.swap.max").exists() else None
-        if limits.cpus:
-            (path / "cpuset.cpus").write_text(f"0-{min(limits.cpus, os.cpu_count()) - 1}")
-        if limits.riops or limits.rbps:
-            parts = [_device_numbers(artifact)]
-            parts += [f"riops={limits.riops}"] if limits.riops else []
-            parts += [f"rbps={limits.rbps}"] if limits.rbps else []
-            (path / "io.max").write_text(" ".join(parts))
+        paths.append(path)
+        if controller == "cpuset":  # v1 cpusets start empty, at every level
+            for level in (parent, path):
+                for knob in ("cpuset.mems", "cpuset.cpus"):
+                    if not (level / knob).read_text().strip():
+                        _write(level / knob, (CGROUP_ROOT / "cpuset" / knob).read_text().strip())
+            _write(path / "cpuset.cpus", _cpu_list(limits.cpus))
+        elif controller == "memory":
+            _write(path / "memory.limit_in_bytes", limits.mem_bytes)
+        else:
+            if limits.riops:
+                _write(path / "blkio.throttle.read_iops_device", f"{device} {limits.riops}")
+            if limits.rbps:
+                _write(path / "blkio.throttle.read_bps_device", f"{device} {limits.rbps}")
+    return Group(paths, "v1")
+
+
+def _cpu_list(cpus):
+    return f"0-{min(cpus, os.cpu_count()) - 1}"
+
+
+def version():
+    """'v2', 'v1' or None: the cgroup hierarchy mounted at CGROUP_ROOT."""
+    if (CGROUP_ROOT / "cgroup.controllers").exists():
+        return "v2"
+    if (CGROUP_ROOT / "memory" / "memory.limit_in_bytes").exists() or (CGROUP_ROOT / "blkio").is_dir():
+        return "v1"
+    return None
+
+
+def create(limits, name, location):
+    """A cgroup with `limits` for a run named `name`, I/O limited on `location`'s disk."""
+    v = version()
+    if v is None:
+        raise CgroupError(f"{CGROUP_ROOT} holds no cgroup hierarchy (neither v2 nor v1): limits need one")
+    device = location.limit_target() if (limits.riops or limits.rbps) else None
+    try:
+        return (_create_v2 if v == "v2" else _create_v1)(limits, name, device)
     except OSError as e:
-        raise CgroupError(f"cannot set limits through {CGROUP_ROOT} ({e.strerror}: {e.filename}); "
-                          "--mem-limit/--cpus/--profile need root and a writable cgroup v2 "
+        raise CgroupError(f"cannot set limits through cgroup {v} at {CGROUP_ROOT} ({e.strerror}: {e.filename}); "
+                          "--mem-limit/--cpus/--riops/--profile need root and a writable cgroup "
                           "(docker: --privileged --cgroupns=host)") from e
-    return Group(path)

@@ -21,17 +21,17 @@ def main(argv=None):
     a = p.parse_args(argv)
 
     import caffe
-    from data_prep import backends, build
-    from models.nets import MODELS
+    from data_prep import backends, build, datasets
     if a.gpu >= 0:
         caffe.set_device(a.gpu)
         caffe.set_mode_gpu()
     else:
         caffe.set_mode_cpu()
-    model, dest = MODELS[a.dataset], Path(a.artifact)
+    dataset, dest = datasets.get(a.dataset), Path(a.artifact)
+    model = dataset.model
     mean_path = dest.parent / "mean.binaryproto"
     mean = build.read_mean(mean_path) if model.transform.mean_file else None
-    ctx = build.context(a.dataset, dest, mean)
+    ctx = build.context(dataset, dest, mean)
     pymem = backends.get("pymem")
     train = pymem.arrays(dest, "train", ctx, model.batch)
     test = pymem.arrays(dest, "test", ctx, model.test_batch)

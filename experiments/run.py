@@ -6,11 +6,19 @@ the system monitor on, and record the run (results/DATASET/records.jsonl).
   python experiments/run.py cifar10 all all --repeats 3
   python experiments/run.py imagenet images cold --mem-limit 4G --iters 500
   python experiments/run.py mnist images cold --profile paper2016   # the paper's 2016 machine
+  python experiments/run.py mnist lmdb warm --accelerator 2.5ms      # an accelerator of your own
+
+Compute: with a CUDA build of Caffe, the real GPU. Without one, an emulated H100: Caffe runs
+for real (data layers, prefetch threads, transformer, page cache, disk) and only the net's
+forward/backward is replaced by the time an H100 takes (models/accelerators.json), so the
+storage effect shows on any machine. --cpu trains on the CPU for real (slow: hours for the
+stock solvers). Every record says which, and its accelerator utilisation (AU).
 
 The data is prepared first if missing (data_prep/prepare.py). cold: sync, then drop the page
 cache, dentries and inodes (needs root); warm: read the whole artifact first. Either way the
 share of the artifact resident in the page cache is measured (mincore) and recorded.
-Runs already recorded are skipped unless --again.
+Cells run interleaved (repeat by repeat, backends rotated, warm/cold alternated) so that a
+drift of the machine does not land on one backend. Runs already recorded are skipped unless --again.
 """
 import argparse
 import sys
@@ -18,74 +26,111 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from data_prep import backends  # noqa: E402
+import toolchain  # noqa: E402
+from data_prep import backends, datasets  # noqa: E402
+from data_prep.cache import CacheError  # noqa: E402
 from experiments import runner  # noqa: E402
-from experiments.cache import CacheError  # noqa: E402
+from experiments.accelerators import AcceleratorError, profiles  # noqa: E402
 from experiments.cgroup import PROFILES, CgroupError, Limits  # noqa: E402
+from experiments.record import recorded  # noqa: E402
+
+PROFILE_ACCELERATOR = {"paper2016": "titanx2016"}  # the whole 2016 machine: its limits and its GPU
 
 
 def parser():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("dataset", choices=["mnist", "cifar10", "imagenet"])
+    p.add_argument("dataset", choices=list(datasets.REGISTRY))
     p.add_argument("backend", help=f"{', '.join(backends.REGISTRY)}, a comma-separated list, or all")
     p.add_argument("cache", choices=["warm", "cold", "all"])
     p.add_argument("--repeats", type=int, default=1)
     p.add_argument("--iters", type=int, help="max_iter (default: the stock solver's)")
-    p.add_argument("--test-interval", type=int, help="test_interval (default: the stock solver's)")
+    p.add_argument("--iters-reason", help=argparse.SUPPRESS)  # the matrix says why it scaled iterations
+    p.add_argument("--test-interval", type=int, help="test_interval (default: the stock solver's; "
+                   "made to divide max_iter so the last test runs at the last iteration)")
     dev = p.add_mutually_exclusive_group()
     dev.add_argument("--gpu", type=int, help="GPU id (default: 0 when this Caffe has CUDA)")
-    dev.add_argument("--cpu", action="store_true", help="train on the CPU")
-    p.add_argument("--mem-limit", help="memory.max of the training cgroup, e.g. 4G (bounds the page cache)")
+    dev.add_argument("--cpu", action="store_true", help="train on the CPU for real, no emulation")
+    p.add_argument("--accelerator", help=f"emulate an accelerator: {', '.join(profiles())}, a time per "
+                   "iteration such as 2.5ms, or none (real compute). Default: the real GPU with a CUDA "
+                   "build, else h100 (titanx2016 under --profile paper2016)")
+    p.add_argument("--mem-limit", help="memory limit of the training cgroup, e.g. 4G (bounds the page cache)")
     p.add_argument("--cpus", type=int, help="cores the training may use (cpuset)")
-    p.add_argument("--riops", type=int, help="io.max read IOPS on the data's disk")
-    p.add_argument("--rbps", type=int, help="io.max read bytes/s on the data's disk")
-    p.add_argument("--profile", choices=list(PROFILES), help="emulate a machine (paper2016: the paper's)")
+    p.add_argument("--riops", type=int, help="read IOPS limit on the data's disk")
+    p.add_argument("--rbps", type=int, help="read bytes/s limit on the data's disk")
+    p.add_argument("--profile", choices=list(PROFILES),
+                   help="emulate a whole machine: paper2016 = 8 cores, 16 GiB, an HDD's 150 read IOPS and "
+                        "600 MB/s, and the paper's Titan X (emulated) unless a GPU is used")
     p.add_argument("--cold-fallback", choices=["fadvise"],
                    help="without root, make 'cold' with posix_fadvise(DONTNEED) (recorded as such)")
     p.add_argument("--data", default=str(runner.ROOT / "data"), help="data root (default: %(default)s)")
     p.add_argument("--out", default=str(runner.ROOT / "results"), help="results root (default: %(default)s)")
     p.add_argument("--again", action="store_true", help="run even if already recorded")
     p.add_argument("--seed", type=int, help="solver random_seed")
+    p.add_argument("--quiet", action="store_true", help="no progress line while training")
     return p
 
 
-def cuda_built():
-    opts = runner.CAFFE.resolve().parent / "options"
-    return opts.exists() and "-DCPU_ONLY=OFF" in opts.read_text()
+def plan(dataset, backend_text, cache, repeats):
+    """[(backend, cache, repeat)] interleaved: repeat by repeat, the backends rotated by one
+    each repeat, warm and cold alternating in which comes first."""
+    ds = datasets.get(dataset)
+    names = [n for n in backends.names(backend_text) if not backends.get(n).unsupported(ds)]
+    caches = ["warm", "cold"] if cache == "all" else [cache]
+    cells = []
+    for r in range(repeats):
+        rotated = names[r % len(names):] + names[:r % len(names)] if names else []
+        for i, b in enumerate(rotated):
+            order = caches if (r + i) % 2 == 0 else caches[::-1]
+            cells += [(b, c, r) for c in order]
+    return cells
 
 
-def plan(a):
-    names = list(backends.REGISTRY) if a.backend == "all" else a.backend.split(",")
-    caches = ["warm", "cold"] if a.cache == "all" else [a.cache]
-    for n in names:
-        backends.get(n)
-    return [(b, c, r) for b in names for c in caches for r in range(a.repeats)
-            if a.dataset in backends.get(b).supports]
+def compute_choice(a):
+    """(gpu id, accelerator text or None for real compute)."""
+    gpu = -1 if a.cpu else (a.gpu if a.gpu is not None else (0 if toolchain.cuda_built() else -1))
+    if a.accelerator:
+        return gpu, None if a.accelerator == "none" else a.accelerator
+    if a.cpu or gpu >= 0:
+        return gpu, None
+    return gpu, PROFILE_ACCELERATOR.get(a.profile, "h100")
+
+
+def _same_setup(r, limits, accelerator, iters):
+    c = r.compute or {}
+    return (r.iterations_setting == iters and Limits.from_record(r.limits).as_dict() == limits.as_dict()
+            and (c.get("accelerator") if c.get("mode") == "emulated" else None) == accelerator)
 
 
 def main(argv=None):
     a = parser().parse_args(argv)
-    gpu = -1 if a.cpu else (a.gpu if a.gpu is not None else (0 if cuda_built() else -1))
+    gpu, accelerator = compute_choice(a)
     limits = Limits.from_args(a.mem_limit, a.cpus, a.riops, a.rbps, a.profile)
-    done = {(r["backend"], r["cache"], r["repeat"]) for r in runner.recorded(a.out, a.dataset)
-            if r["status"] == "ok" and r.get("iterations_setting") == a.iters and r["limits"] == limits.__dict__}
+    done = {(r.backend, r.cache, r.repeat) for r in recorded(a.out, a.dataset)
+            if r.ok and _same_setup(r, limits, accelerator, a.iters)}
     from data_prep import build
     try:
-        cells = plan(a)
+        cells = plan(a.dataset, a.backend, a.cache, a.repeats)
         missing = sorted({b for b, _, _ in cells if build.load_manifest(Path(a.data) / a.dataset, b) is None})
         if missing:  # prepare only what is not there: an existing artifact is used as it is
             build.prepare(a.dataset, missing, a.data, log=lambda m: print(m, file=sys.stderr))
-        if gpu < 0:
-            print("Training on the CPU (this Caffe has no CUDA, or --cpu).", file=sys.stderr)
-        for backend, cache_state, repeat in cells:
+        if accelerator:
+            print(f"Compute: emulated {accelerator} (models/accelerators.json) inside real Caffe; "
+                  f"the data path is real.", file=sys.stderr)
+        elif gpu < 0:
+            print("Compute: the real CPU (this Caffe has no CUDA, or --cpu): slow for the stock solvers.",
+                  file=sys.stderr)
+        for position, (backend, cache_state, repeat) in enumerate(cells):
             if (backend, cache_state, repeat) in done and not a.again:
                 print(f"{a.dataset} {backend} {cache_state} #{repeat}: already recorded", file=sys.stderr)
                 continue
             spec = runner.RunSpec(a.dataset, backend, cache_state, repeat, a.iters, a.test_interval,
-                                  gpu=gpu, data_root=Path(a.data), results=Path(a.out), limits=limits,
-                                  cold_fallback=a.cold_fallback, seed=a.seed)
+                                  gpu=gpu, accelerator=accelerator, data_root=Path(a.data), results=Path(a.out),
+                                  limits=limits, cold_fallback=a.cold_fallback, seed=a.seed,
+                                  plan={"position": position, "cells": len(cells), "order": "interleaved"},
+                                  iterations_reason=a.iters_reason, progress=not a.quiet)
             runner.run(spec, log=lambda m: print(m, file=sys.stderr))
-    except (CacheError, CgroupError, runner.RunError) as e:
+    except (CacheError, CgroupError, runner.RunError, AcceleratorError, datasets.SourceError,
+            toolchain.MissingBuild) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -1,9 +1,9 @@
 """One run of the paper's experiment: a stock net trained from one backend under one cache
-state, with the system monitor on, recorded as one JSON line.
+state, with the system monitor on, recorded as one Record (experiments/record.py).
 
 A run's files: RESULTS/DATASET/runs/RUN_ID/{train,test,solver}.prototxt, caffe.log,
-monitor.csv; its record is appended to RESULTS/DATASET/records.jsonl only when the run
-finished (ok or failed); an interrupted run leaves its folder but no record.
+monitor.csv; its record is appended to RESULTS/DATASET/records.jsonl when the run finished,
+ok or failed (a failed run keeps its log); an interrupted run leaves its folder but no record.
 """
 import fcntl
 import json
@@ -14,18 +14,18 @@ import subprocess
 import sys
 import time
 import uuid
-from dataclasses import dataclass, field, asdict
+from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 
 import psutil
 
-from experiments import cache, caffe_log, cgroup
-from monitor.sampler import block_device_of
+import toolchain
+from data_prep import backends, datasets, locations
+from experiments import accelerators, caffe_log, cgroup, proctrack
+from experiments.record import Record, append
 
-ROOT = Path(__file__).resolve().parents[1]
-CAFFE = ROOT / ".build" / "caffe"
-CPPMEM = ROOT / ".build" / "cppmem_train"
-PYTHON = Path(sys.executable)  # the interpreter running the runner: the venv, or a GPU machine's own
+ROOT = toolchain.ROOT
 LOCK = Path(os.environ.get("IMGSTORE_LOCK", "/tmp/imgstore-run.lock"))
 
 
@@ -43,57 +43,50 @@ class RunSpec:
     test_interval: int = None
     test_iter: int = None
     gpu: int = -1                    # -1: CPU
+    accelerator: str = None          # an accelerators.json profile, "2.5ms", or None: real compute
     data_root: Path = ROOT / "data"
     results: Path = ROOT / "results"
     limits: cgroup.Limits = field(default_factory=cgroup.Limits)
     cold_fallback: str = None        # None or "fadvise"
     monitor_interval: float = 1.0
     seed: int = None
+    plan: dict = None                # position in the matrix's interleaved order
+    iterations_reason: str = None    # why iters differ from the stock solver, if chosen for the user
+    progress: bool = True            # a progress line on stderr while Caffe trains
 
 
-def write_net_files(spec, run_dir):
+def test_interval_for(max_iter, wanted):
+    """The largest interval <= wanted that divides max_iter, so that Caffe's last test pass
+    runs at the last iteration (Caffe tests after the loop only when it divides)."""
+    wanted = max(1, min(wanted, max_iter))
+    return next(i for i in range(wanted, 0, -1) if max_iter % i == 0)
+
+
+def write_net_files(spec, run_dir, dataset, backend, dest, compute):
     import caffe
-    from data_prep import backends
-    from models.nets import MODELS, net_proto, solver_text
-    model = MODELS[spec.dataset]
-    backend = backends.get(spec.backend)
-    dest = Path(spec.data_root) / spec.dataset / spec.backend
-    layer = backend.data_layer(dest, model, dest.parent / "mean.binaryproto")
-    (run_dir / "train.prototxt").write_text(str(net_proto(model, layer, caffe.TRAIN)))
-    (run_dir / "test.prototxt").write_text(str(net_proto(model, layer, caffe.TEST)))
+    from models.nets import net_proto, solver_text
+    model = dataset.model
+    layer = backend.data_layer(dest, dataset, dest.parent / "mean.binaryproto")
+    emulated = compute.emulated
+    test_emulated = (compute.test_ms_per_iteration, 0.0) if emulated else None
+    (run_dir / "train.prototxt").write_text(str(net_proto(model, layer, caffe.TRAIN, emulated=emulated)))
+    (run_dir / "test.prototxt").write_text(str(net_proto(model, layer, caffe.TEST, emulated=test_emulated)))
     test_count = json.loads((dest / "manifest.json").read_text())["splits"]["test"]["count"]
     test_iter = spec.test_iter or min(model.solver.test_iter, max(1, test_count // model.test_batch))
+    max_iter = spec.iters or model.solver.max_iter
+    test_interval = test_interval_for(max_iter, spec.test_interval or model.solver.test_interval)
     (run_dir / "solver.prototxt").write_text(solver_text(
         model, run_dir / "train.prototxt", run_dir / "test.prototxt", run_dir / "snapshot",
-        gpu=spec.gpu >= 0, max_iter=spec.iters, test_iter=test_iter,
-        test_interval=spec.test_interval, seed=spec.seed))
-    return backend, dest
+        gpu=spec.gpu >= 0, max_iter=max_iter, test_iter=test_iter, test_interval=test_interval, seed=spec.seed))
+    return test_iter
 
 
-def training_command(spec, run_dir, dest):
-    solver = str(run_dir / "solver.prototxt")
-    if spec.backend == "pymem":
-        cmd = [str(PYTHON), str(ROOT / "experiments" / "pymem_train.py"), solver, str(dest), spec.dataset]
-        return cmd + (["--gpu", str(spec.gpu)] if spec.gpu >= 0 else [])
-    if spec.backend == "cppmem":
-        if not CPPMEM.exists():
-            raise RunError(f"{CPPMEM} missing: run make caffe")
-        return [str(CPPMEM), solver, str(dest / "train.f32"), str(dest / "test.f32"), str(spec.gpu)]
-    cmd = [str(CAFFE / "bin" / "caffe"), "train", f"--solver={solver}"]
-    return cmd + ([f"--gpu={spec.gpu}"] if spec.gpu >= 0 else [])
-
-
-def environment(artifact):
-    """Where a number came from: build, machine, storage."""
-    opts = (CAFFE.resolve().parent / "options")
-    env = {
-        "caffe_build_key": (ROOT / ".build" / "caffe.key").read_text().strip()
-        if (ROOT / ".build" / "caffe.key").exists() else None,
-        "caffe_options": opts.read_text().split() if opts.exists() else None,
-        "kernel": platform.release(), "cpu_model": _cpu_model(), "cpu_cores": os.cpu_count(),
-        "memory_bytes": psutil.virtual_memory().total, "python": platform.python_version(),
-        "artifact_device": block_device_of(artifact), "artifact_fs": _fs_type(artifact),
-    }
+def environment():
+    """Where a number came from: build, machine."""
+    env = {"caffe_build_key": toolchain.build_key(), "caffe_options": toolchain.build_options(),
+           "kernel": platform.release(), "cpu_model": _cpu_model(), "cpu_cores": os.cpu_count(),
+           "memory_bytes": psutil.virtual_memory().total, "python": platform.python_version(),
+           "cgroup": cgroup.version()}
     env.update(_gpu_info())
     return env
 
@@ -106,14 +99,6 @@ def _cpu_model():
     except OSError:
         pass
     return platform.processor()
-
-
-def _fs_type(path):
-    path, best = str(Path(path).resolve()), None
-    for part in psutil.disk_partitions(all=True):
-        if path.startswith(part.mountpoint) and (best is None or len(part.mountpoint) > len(best.mountpoint)):
-            best = part
-    return best.fstype if best else None
 
 
 def _gpu_info():
@@ -150,19 +135,8 @@ def summarize_monitor(csv_path):
     return out
 
 
-def append_record(path, record):
-    path.parent.mkdir(parents=True, exist_ok=True)
-    line = json.dumps(record, sort_keys=True) + "\n"
-    with open(path, "a") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        f.write(line)
-        f.flush()
-        os.fsync(f.fileno())
-
-
 def run(spec, log=print):
-    """Run one cell of the matrix; return its record (also appended to records.jsonl)."""
-    from data_prep import build
+    """Run one cell of the matrix; return its Record (also appended to records.jsonl)."""
     LOCK.parent.mkdir(parents=True, exist_ok=True)
     with open(LOCK, "w") as lock:
         try:
@@ -170,42 +144,60 @@ def run(spec, log=print):
         except BlockingIOError:
             log(f"waiting for the run lock {LOCK} (another run is training)...")
             fcntl.flock(lock, fcntl.LOCK_EX)
-        return _run_locked(spec, build, log)
+        return _run_locked(spec, log)
 
 
-def _run_locked(spec, build, log):
+def _run_locked(spec, log):
+    dataset, backend = datasets.get(spec.dataset), backends.get(spec.backend)
+    dest = Path(spec.data_root) / dataset.name / backend.name
+    if not (dest / "manifest.json").exists():
+        raise RunError(f"{dest}: no complete artifact (run data_prep/prepare.py {dataset.name} {backend.name})")
+    env = environment()
+    compute = (accelerators.choose(spec.accelerator, dataset.model, spec.gpu) if spec.accelerator
+               else accelerators.real(dataset.model, spec.gpu, env.get("gpu_model")))
     run_id = time.strftime("%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:6]
-    run_dir = Path(spec.results) / spec.dataset / "runs" / run_id
+    run_dir = Path(spec.results) / dataset.name / "runs" / run_id
     run_dir.mkdir(parents=True)
-    backend, dest = write_net_files(spec, run_dir)
+    test_iter = write_net_files(spec, run_dir, dataset, backend, dest, compute)
+    location = locations.of(backend, dest)
     # limits first: a run refused for them must not have flushed the page cache
-    group = cgroup.create(spec.limits, run_id, dest) if spec.limits.any() else None
+    group = cgroup.create(spec.limits, run_id, location) if spec.limits.any() else None
     try:
-        return _train_and_record(spec, run_id, run_dir, backend, dest, group, log)
+        return _train_and_record(spec, run_id, run_dir, dataset, backend, dest, location, compute, test_iter,
+                                 group, env, log)
     finally:
         if group:
             group.remove()
 
 
-def _train_and_record(spec, run_id, run_dir, backend, dest, group, log):
-    files = backend.files(dest)
-    cmd = training_command(spec, run_dir, dest)
-    how, resident = cache.set_and_measure(spec.cache, files, spec.cold_fallback)
-    log(f"{spec.dataset} {spec.backend} {spec.cache} #{spec.repeat}: cache made {spec.cache} by {how}, "
-        f"{resident:.1%} of {len(files)} files resident")
+def _train_and_record(spec, run_id, run_dir, dataset, backend, dest, location, compute, test_iter, group, env,
+                      log):
+    cmd = backend.train_command(run_dir / "solver.prototxt", dest, dataset, spec.gpu)
+    how, resident = location.set_cache(spec.cache, spec.cold_fallback)
+    log(f"{dataset.name} {backend.name} {spec.cache} #{spec.repeat}: cache made {spec.cache} by {how}, "
+        f"{resident:.1%} of {len(location.files)} files resident; compute: {_compute_words(compute)}")
 
     python_path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
-    env = dict(os.environ, GLOG_logtostderr="1", GLOG_minloglevel="0", PYTHONPATH=python_path)
-    device = block_device_of(dest)
-    monitor = subprocess.Popen([str(PYTHON), str(ROOT / "monitor" / "sampler.py"), str(run_dir / "monitor.csv"),
+    child_env = dict(os.environ, GLOG_logtostderr="1", GLOG_minloglevel="0", PYTHONPATH=python_path)
+    device = location.block_device()
+    monitor = subprocess.Popen([str(toolchain.PYTHON), str(ROOT / "monitor" / "sampler.py"), str(run_dir / "monitor.csv"),
                                 "--interval", str(spec.monitor_interval)] + (["--device", device] if device else []),
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    start, proc = time.time(), None
+    max_iter = spec.iters or dataset.model.solver.max_iter
+    start, proc, process = time.time(), None, {}
     try:
         with open(run_dir / "caffe.log", "w") as logf:
-            proc = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT, cwd=run_dir, env=env,
+            proc = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT, cwd=run_dir, env=child_env,
                                     preexec_fn=group.enter if group else None)
+            tracker = proctrack.Tracker(proc.pid)
+            progress = Progress(run_dir / "caffe.log", max_iter, dataset.model.batch, spec.progress)
+            while not tracker.exited():
+                tracker.sample()
+                progress.show()
+                time.sleep(0.5)
+            process = tracker.summary()
             rc = proc.wait()
+            progress.done()
     except BaseException:  # Ctrl-C, kill: no record, no orphan
         if proc is not None and proc.poll() is None:
             proc.kill()
@@ -220,34 +212,76 @@ def _train_and_record(spec, run_id, run_dir, backend, dest, group, log):
 
     parsed = caffe_log.parse((run_dir / "caffe.log").read_text(errors="replace"))
     manifest = json.loads((dest / "manifest.json").read_text())
-    record = {
-        "run_id": run_id, "dataset": spec.dataset, "backend": spec.backend, "cache": spec.cache,
-        "cache_method": how, "cache_resident_fraction": round(resident, 4), "repeat": spec.repeat,
-        "status": "ok" if rc == 0 and parsed["done"] else "failed", "returncode": rc,
-        "iterations": parsed["last_iteration"], "iterations_setting": spec.iters,
-        "wall_seconds": round(wall, 3),
-        "solver_seconds": parsed["solver_seconds"],
-        "iterations_per_second": (parsed["last_iteration"] / parsed["solver_seconds"]
-                                  if parsed["solver_seconds"] else None),
-        "test_accuracy": parsed["test_accuracy"], "test_loss": parsed["test_loss"],
-        "first_loss": parsed["first_loss"], "final_loss": parsed["final_loss"],
-        "device": "gpu" if spec.gpu >= 0 else "cpu", "gpu_id": spec.gpu,
-        "source": manifest["source"], "source_fingerprint": manifest["source_fingerprint"],
-        "artifact_footprint": manifest["footprint"],
-        "train_footprint": manifest["splits"]["train"]["footprint"],  # what the paper's Table 2 counts
-        "limits": asdict(spec.limits), "command": cmd,
-        "monitor": summarize_monitor(run_dir / "monitor.csv"),
-        "environment": environment(dest), "run_dir": str(run_dir.relative_to(spec.results)),
-        "finished": time.strftime("%Y-%m-%dT%H:%M:%S"),
-    }
-    append_record(Path(spec.results) / spec.dataset / "records.jsonl", record)
-    log(f"  {record['status']}: {wall:.1f} s wall, solver {parsed['solver_seconds']} s, "
-        f"accuracy {parsed['test_accuracy']}")
+    first = parsed["first_iteration_at"]
+    compute_seconds = compute.seconds(max(parsed["last_iteration"] - 1, 0), parsed["tests_after_start"] * test_iter)
+    au = (min(1.0, compute_seconds / parsed["solver_seconds"])
+          if compute_seconds is not None and parsed["solver_seconds"] else None)
+    record = Record(
+        run_id=run_id, dataset=dataset.name, backend=backend.name, cache=spec.cache, repeat=spec.repeat,
+        status="ok" if rc == 0 and parsed["done"] else "failed", returncode=rc,
+        cache_method=how, cache_resident_fraction=round(resident, 4),
+        iterations=parsed["last_iteration"], iterations_setting=spec.iters, iterations_reason=spec.iterations_reason,
+        wall_seconds=round(wall, 3),
+        startup_seconds=round((first - datetime.fromtimestamp(start)).total_seconds(), 3) if first else None,
+        solver_seconds=parsed["solver_seconds"],
+        iterations_per_second=(parsed["last_iteration"] / parsed["solver_seconds"] if parsed["solver_seconds"] else None),
+        test_accuracy=parsed["test_accuracy"], test_loss=parsed["test_loss"], test_iteration=parsed["test_iteration"],
+        first_loss=parsed["first_loss"], final_loss=parsed["final_loss"],
+        compute=compute.as_dict(), au=round(au, 4) if au is not None else None, gpu_id=spec.gpu,
+        source=manifest["source"], source_fingerprint=manifest["source_fingerprint"],
+        artifact_footprint=manifest["footprint"], train_footprint=manifest["splits"]["train"]["footprint"],
+        location=location.describe(), limits=dict(spec.limits.as_dict(), cgroup=group.version if group else None),
+        command=cmd, monitor=summarize_monitor(run_dir / "monitor.csv"), process=process, plan=spec.plan,
+        environment=env, run_dir=str(run_dir.relative_to(spec.results)), finished=time.strftime("%Y-%m-%dT%H:%M:%S"))
+    append(Path(spec.results) / dataset.name / "records.jsonl", record)
+    au_text = f", AU {au:.1%}" if au is not None else ""
+    log(f"  {record.status}: {wall:.1f} s wall, start-up {record.startup_seconds} s, solver {parsed['solver_seconds']} s"
+        f"{au_text}, test accuracy {parsed['test_accuracy']} at iteration {parsed['test_iteration']}")
+    if record.status != "ok":
+        log(f"  the run failed (exit {rc}); its log: {run_dir / 'caffe.log'}")
     return record
 
 
+def _compute_words(compute):
+    if compute.mode == "emulated":
+        return f"emulated {compute.accelerator}, {compute.ms_per_iteration} ms per iteration (Caffe's data path is real)"
+    return "real GPU" if compute.mode == "gpu" else "real CPU"
+
+
+class Progress:
+    """A line on stderr while Caffe trains: iteration, images/s, time left. Caffe's own log
+    goes to a file, so without this a long run would print nothing for hours."""
+
+    def __init__(self, log_path, max_iter, batch, enabled, every=None):
+        self.log_path, self.max_iter, self.batch = log_path, max_iter, batch
+        self.enabled, self.tty = enabled, sys.stderr.isatty()
+        self.every = every if every is not None else (0 if self.tty else 30)
+        self.start, self.last_shown, self.first = time.time(), 0.0, None
+
+    def show(self):
+        if not self.enabled or time.time() - self.last_shown < max(self.every, 1.0):
+            return
+        text = self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+        it = caffe_log.last_iteration(text)
+        now = time.time()
+        if it is None:
+            line = f"    starting ({now - self.start:.0f} s)"
+        else:
+            if self.first is None:
+                self.first = (now, it)
+            t0, i0 = self.first
+            rate = (it - i0) / (now - t0) if now > t0 and it > i0 else None
+            left = f", ~{(self.max_iter - it) / rate:.0f} s left" if rate else ""
+            speed = f", {rate * self.batch:,.0f} images/s" if rate else ""
+            line = f"    iteration {it}/{self.max_iter}{speed}{left}"
+        print(("\r" + line.ljust(72)) if self.tty else line, end="" if self.tty else "\n", file=sys.stderr, flush=True)
+        self.last_shown = now
+
+    def done(self):
+        if self.enabled and self.tty and self.last_shown:
+            print("\r" + " " * 72 + "\r", end="", file=sys.stderr, flush=True)
+
+
 def recorded(results, dataset):
-    path = Path(results) / dataset / "records.jsonl"
-    if not path.exists():
-        return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    from experiments.record import recorded as load_recorded
+    return load_recorded(results, dataset)

@@ -2,7 +2,8 @@
 
 Each net is described once; only its data layer differs between storage backends.
 The data layer comes from the backend (data_prep.backends), so this module knows
-nothing about storage. A net is emitted as two prototxt files (train and test net)
+nothing about storage; a dataset names its net (data_prep.datasets). A net is emitted
+as two prototxt files (train and test net)
 referenced by one solver, as Caffe's `train_net`/`test_net` solver fields allow.
 
 Sources: Caffe's examples/mnist/lenet_train_test.prototxt + lenet_solver.prototxt,
@@ -42,7 +43,6 @@ class Solver:
 @dataclass(frozen=True)
 class Model:
     name: str
-    dataset: str
     batch: int
     test_batch: int
     input_shape: tuple  # C, H, W of what the net's first layer sees (after any crop)
@@ -51,6 +51,7 @@ class Model:
     params: int        # learned parameters of the net as Caffe builds it
     paper_params: int  # as the paper states them (Figures 3, 9, 13)
     body: callable = None
+    top5: bool = False  # the test net also reports top-5 accuracy (ImageNet)
 
 
 def _xavier():
@@ -142,8 +143,8 @@ def caffenet_body(n, data, group=2):
 
 
 MODELS = {
-    "mnist": Model(
-        name="lenet", dataset="mnist", batch=64, test_batch=100, input_shape=(1, 28, 28),
+    "lenet": Model(
+        name="lenet", batch=64, test_batch=100, input_shape=(1, 28, 28),
         params=431_080, paper_params=431_080,
         transform=Transform(scale=0.00390625),
         solver=Solver(base_lr=0.01, max_iter=10_000, test_iter=100, test_interval=500,
@@ -151,8 +152,8 @@ MODELS = {
         body=lenet_body),
     # Stock cifar10_quick trains 4,000 iterations at lr 0.001, then resumes from that
     # snapshot for 1,000 at 0.0001; "multistep" gives the same schedule in one process.
-    "cifar10": Model(
-        name="cifar10_quick", dataset="cifar10", batch=100, test_batch=100, input_shape=(3, 32, 32),
+    "cifar10_quick": Model(
+        name="cifar10_quick", batch=100, test_batch=100, input_shape=(3, 32, 32),
         params=145_578, paper_params=145_578,
         transform=Transform(mean_file=True),
         solver=Solver(base_lr=0.001, max_iter=5_000, test_iter=100, test_interval=500,
@@ -161,28 +162,36 @@ MODELS = {
         body=cifar10_quick_body),
     # The paper's 62,378,344 counts conv2/4/5 ungrouped; Caffe's CaffeNet groups them
     # (group: 2), which leaves 60,965,224. tests/test_models.py checks both.
-    "imagenet": Model(
-        name="caffenet", dataset="imagenet", batch=256, test_batch=50, input_shape=(3, 227, 227),
+    "caffenet": Model(
+        name="caffenet", batch=256, test_batch=50, input_shape=(3, 227, 227),
         params=60_965_224, paper_params=62_378_344,
         transform=Transform(mean_file=True, crop_size=227, mirror=True),
         solver=Solver(base_lr=0.01, max_iter=15_000, test_iter=1000, test_interval=1000,
                       lr_policy="step", extra=dict(gamma=0.1, stepsize=100_000), display=20),
-        body=caffenet_body),
+        body=caffenet_body, top5=True),
 }
 
 
-def net_proto(model, data_layer, phase, batch=None):
+def net_proto(model, data_layer, phase, batch=None, emulated=None):
     """The NetParameter of `model` for one phase, its data coming from `data_layer`:
-    a function (batch_size, phase) -> (data, label) tops, as a backend provides."""
+    a function (batch_size, phase) -> (data, label) tops, as a backend provides.
+
+    emulated: (forward_ms, backward_ms) to replace the whole net after the data layer by
+    one EmulatedCompute layer (caffe/patches/0011) that reads the batch and takes that long."""
     n = caffe.NetSpec()
     batch = batch or (model.batch if phase == caffe.TRAIN else model.test_batch)
     n.data, n.label = data_layer(batch, phase)
-    logits = model.body(n, n.data)
-    if phase == caffe.TEST:
-        n.accuracy = L.Accuracy(logits, n.label)
-        if model.dataset == "imagenet":
-            n.accuracy_top5 = L.Accuracy(logits, n.label, accuracy_param=dict(top_k=5))
-    n.loss = L.SoftmaxWithLoss(logits, n.label)
+    if emulated:
+        forward_ms, backward_ms = emulated
+        n.loss = L.EmulatedCompute(n.data, n.label, loss_weight=1,
+                                   emulated_compute_param=dict(forward_ms=forward_ms, backward_ms=backward_ms))
+    else:
+        logits = model.body(n, n.data)
+        if phase == caffe.TEST:
+            n.accuracy = L.Accuracy(logits, n.label)
+            if model.top5:
+                n.accuracy_top5 = L.Accuracy(logits, n.label, accuracy_param=dict(top_k=5))
+        n.loss = L.SoftmaxWithLoss(logits, n.label)
     proto = n.to_proto()
     proto.name = f"{model.name}_{'train' if phase == caffe.TRAIN else 'test'}"
     return proto

@@ -10,14 +10,14 @@ ROOT = Path(__file__).resolve().parents[1]
 # quiet pycaffe in the test process; runs that parse Caffe logs ask for INFO themselves
 os.environ.setdefault("GLOG_minloglevel", "2")
 sys.path.insert(0, str(ROOT))
-CAFFE_BIN = ROOT / ".build" / "caffe" / "bin"
 
 
 def caffe_tool(name):
-    path = CAFFE_BIN / name
-    if not path.exists():
-        pytest.fail(f"{path} missing: run `make caffe` (make test does it)")
-    return str(path)
+    import toolchain
+    try:
+        return str(toolchain.caffe_tool(name))
+    except toolchain.MissingBuild as e:
+        pytest.fail(f"{e} (make test does it)")
 
 
 @pytest.fixture(scope="session")

@@ -24,7 +24,7 @@ def tiny_results(mnist_small, tmp_path_factory):
             for repeat in range(2):
                 spec = runner.RunSpec("mnist", backend, state, repeat, iters=10, test_interval=10,
                                       data_root=mnist_small.parent, results=results, cold_fallback="fadvise")
-                assert runner.run(spec, log=lambda *_: None)["status"] == "ok"
+                assert runner.run(spec, log=lambda *_: None).ok
     return results
 
 
@@ -35,7 +35,8 @@ def test_report_draws_figures_and_tables_from_real_runs(tiny_results, tmp_path):
     md = (tmp_path / "report.md").read_text()
     assert "| mnist | lmdb |" in md and "| mnist | images |" in md
     assert "427.16" in md  # the paper's cold image-file time beside ours
-    assert re.search(r"Cold image files .* \| 20.94 \| \d+\.\d\d \| (yes|no) \|", md)
+    assert re.search(r"Cold image files .* \| 20.94 \| \d+\.\d\d \| (holds|no effect|reversed)[^|]* \|", md)
+    assert "real CPU" in md and "n=2" in md
     for name in ["fig_time_mnist.png", "fig_resources_mnist.png"]:
         data = (tmp_path / name).read_bytes()
         assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 10_000
@@ -57,11 +58,12 @@ def test_report_on_no_records_says_so(tmp_path):
 
 
 @pytest.mark.parametrize("name", ["overview", "mnist", "cifar10", "imagenet"])
-def test_notebooks_execute_headless(name, tiny_results, tmp_path):
+def test_notebooks_execute_headless(name, tiny_results, tmp_path, monkeypatch):
     import nbformat
     from nbclient import NotebookClient
     nb = nbformat.read(ROOT / "analysis" / f"{name}.ipynb", as_version=4)
-    os.environ["IMGSTORE_RESULTS"], os.environ["IMGSTORE_REPORT"] = str(tiny_results), str(tmp_path)
+    monkeypatch.setenv("IMGSTORE_RESULTS", str(tiny_results))
+    monkeypatch.setenv("IMGSTORE_REPORT", str(tmp_path))
     NotebookClient(nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(ROOT / "analysis")}}).execute()
     outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])]
     assert not [o for o in outputs if o.get("output_type") == "error"]
@@ -94,7 +96,16 @@ def test_notebooks_read_local_results_once_there_are_any(tmp_path):
 
 def test_committed_h100_records_make_a_report(tmp_path):
     records = report.load_records([ROOT / "results" / "h100"])
-    assert records and all(r["environment"]["gpu_model"].startswith("NVIDIA H100") for r in records)
-    assert {r["cache_resident_fraction"] for r in records if r["cache"] == "cold"} == {0.0}
+    assert records and all(r.environment["gpu_model"].startswith("NVIDIA H100") for r in records)
+    assert {r.cache_resident_fraction for r in records if r.cache == "cold"} == {0.0}
+    assert {r.mode for r in records} == {"gpu"} and all(r.startup_seconds is None for r in records)
     report.write_report(records, tmp_path)
-    assert "| mnist | images |" in (tmp_path / "report.md").read_text()
+    md = (tmp_path / "report.md").read_text()
+    assert "| mnist | images |" in md and "real GPU (NVIDIA H100 80GB HBM3)" in md
+    assert "holds, 16.7x weaker" in md  # cold image files: 1.25x here against the paper's 20.94x
+
+
+def test_old_records_that_named_a_changed_profile_are_shown_with_their_real_limits():
+    records = report.load_records([ROOT / "results" / "h100-paper2016-riops1000"])
+    assert records and {r.limits_label() for r in records} == {
+        "8 cores, 16 GiB, 1000 read IOPS, 600 MB/s (paper2016 modified)"}

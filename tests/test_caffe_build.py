@@ -7,14 +7,14 @@ import pytest
 from conftest import ROOT, caffe_tool, run
 
 
-def test_pycaffe_builds_lenet_with_the_papers_parameter_count():
+def test_pycaffe_builds_lenet_with_the_papers_parameter_count(tmp_path):
     import caffe
-    from models.nets import MODELS, count_params, net_proto
-    from data_prep.backends.memory import memory_layer
+    from data_prep import backends, datasets
+    from models.nets import count_params, net_proto
     caffe.set_mode_cpu()
-    model = MODELS["mnist"]
-    proto = net_proto(model, memory_layer(model), caffe.TRAIN)
-    path = ROOT / ".build" / "lenet_check.prototxt"
+    mnist = datasets.get("mnist")
+    proto = net_proto(mnist.model, backends.get("pymem").data_layer(None, mnist, None), caffe.TRAIN)
+    path = tmp_path / "lenet_check.prototxt"
     path.write_text(str(proto))
     net = caffe.Net(str(path), caffe.TRAIN)
     assert count_params(net) == 431_080
@@ -27,10 +27,11 @@ def _losses(log):
 
 def test_caffe_tool_trains_lenet_from_lmdb_and_loss_falls(mnist_small, tmp_path):
     import caffe
-    from models.nets import MODELS, net_proto, solver_text
-    from data_prep import backends
-    model = MODELS["mnist"]
-    layer = backends.get("lmdb").data_layer(mnist_small / "lmdb", model, None)
+    from models.nets import net_proto, solver_text
+    from data_prep import backends, datasets
+    mnist = datasets.get("mnist")
+    model = mnist.model
+    layer = backends.get("lmdb").data_layer(mnist_small / "lmdb", mnist, None)
     (tmp_path / "train.prototxt").write_text(str(net_proto(model, layer, caffe.TRAIN)))
     (tmp_path / "test.prototxt").write_text(str(net_proto(model, layer, caffe.TEST)))
     (tmp_path / "solver.prototxt").write_text(solver_text(

@@ -13,7 +13,9 @@ from conftest import ROOT, caffe_tool, run
 from data_prep import backends, build
 from data_prep.backends import datum
 from data_prep.backends.lmdb_store import raw_items
-from data_prep.sources import FASHION_MNIST_DIR, SourceError
+from data_prep import datasets
+from data_prep.datasets.mnist import FASHION_MNIST_DIR
+from data_prep.errors import SourceError
 
 ALL = ["lmdb", "leveldb", "hdf5", "images", "pymem", "cppmem"]
 
@@ -89,12 +91,13 @@ def test_verify_catches_a_changed_record(mnist_small, tmp_path):
 def first_batch(dataset_dir, backend_name, dataset):
     """The data and label blobs of one TEST forward pass through Caffe's own data layer."""
     import caffe
-    from models.nets import MODELS, net_proto
+    from models.nets import net_proto
     caffe.set_mode_cpu()
-    model = MODELS[dataset]
+    ds = datasets.get(dataset)
+    model = ds.model
     backend = backends.get(backend_name)
     dest = dataset_dir / backend_name
-    layer = backend.data_layer(dest, model, dataset_dir / "mean.binaryproto")
+    layer = backend.data_layer(dest, ds, dataset_dir / "mean.binaryproto")
     path = dest.parent / f"one_batch_{backend_name}.prototxt"
     path.write_text(str(net_proto(model, layer, caffe.TEST, batch=50)))
     net = caffe.Net(str(path), caffe.TEST)

@@ -1,5 +1,5 @@
 """The runner: every backend trains through it and leaves a record; cache states are real
-and measured; the monitor samples; refusals and interruptions are clean."""
+and measured; the monitor samples; refusals and interruptions are clean; limits bite."""
 import json
 import os
 import signal
@@ -11,10 +11,11 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, run
-from experiments import cache, cgroup, runner
+from data_prep import backends, cache
+from experiments import cgroup, runner
 
 PY = str(ROOT / ".venv" / "bin" / "python")
-BACKENDS = ["lmdb", "leveldb", "hdf5", "images", "pymem", "cppmem"]
+BACKENDS = list(backends.REGISTRY)
 
 
 @pytest.fixture(scope="module")
@@ -30,23 +31,27 @@ def run_cli(args, **kw):
 def test_each_backend_trains_through_the_runner(backend, mnist_small, results):
     run_cli(["mnist", backend, "warm", "--cpu", "--iters", "40", "--test-interval", "40",
              "--data", str(mnist_small.parent), "--out", str(results)])
-    records = [r for r in runner.recorded(results, "mnist") if r["backend"] == backend]
+    records = [r for r in runner.recorded(results, "mnist") if r.backend == backend]
     assert len(records) == 1
     r = records[0]
-    assert r["status"] == "ok" and r["iterations"] == 40 and r["cache"] == "warm"
-    assert r["test_accuracy"] is not None and r["final_loss"] < r["first_loss"]
-    assert r["solver_seconds"] > 0 and r["wall_seconds"] >= r["solver_seconds"]
-    assert r["cache_resident_fraction"] > 0.99
-    assert r["monitor"]["samples"] >= 1 and "cpu_user_mean" in r["monitor"]
-    run_dir = results / r["run_dir"]
+    assert r.ok and r.iterations == 40 and r.cache == "warm" and r.compute == {"mode": "cpu"} and r.au is None
+    assert r.test_accuracy is not None and r.test_iteration == 40 and r.final_loss < r.first_loss
+    assert 0 < r.startup_seconds < r.wall_seconds and r.solver_seconds > 0
+    assert r.wall_seconds >= r.solver_seconds + r.startup_seconds * 0.9
+    assert r.cache_resident_fraction > 0.99
+    assert r.monitor["samples"] >= 1 and "cpu_user_mean" in r.monitor
+    assert r.process["cpu_seconds"] > 0 and "solver (main thread)" in r.process["thread_cpu_seconds"]
+    assert r.location["kind"] == "local" and r.location["path"].endswith(f"mnist/{backend}")
+    run_dir = results / r.run_dir
     assert (run_dir / "caffe.log").exists() and (run_dir / "monitor.csv").exists()
-    assert r["environment"]["caffe_build_key"]
+    assert r.environment["caffe_build_key"]
 
 
-def test_a_recorded_run_is_skipped(mnist_small, results):
-    p = run_cli(["mnist", "lmdb", "warm", "--cpu", "--iters", "40", "--test-interval", "40",
-                 "--data", str(mnist_small.parent), "--out", str(results)])
-    assert "already recorded" in p.stderr
+def test_a_recorded_run_is_skipped(mnist_small, tmp_path):
+    args = ["mnist", "lmdb", "warm", "--iters", "20", "--data", str(mnist_small.parent), "--out", str(tmp_path)]
+    assert "already recorded" not in run_cli(args).stderr
+    assert "already recorded" in run_cli(args).stderr
+    assert len(runner.recorded(tmp_path, "mnist")) == 1
 
 
 def test_cold_run_is_measured_not_resident(mnist_small, results):
@@ -54,9 +59,10 @@ def test_cold_run_is_measured_not_resident(mnist_small, results):
         pytest.skip("needs root to drop caches")
     run_cli(["mnist", "images", "cold", "--cpu", "--iters", "20", "--test-interval", "20",
              "--data", str(mnist_small.parent), "--out", str(results)])
-    r = [r for r in runner.recorded(results, "mnist") if r["cache"] == "cold"][-1]
-    assert r["cache_method"] == "drop_caches"
-    assert r["cache_resident_fraction"] < 0.05
+    r = [r for r in runner.recorded(results, "mnist") if r.cache == "cold"][-1]
+    assert r.cache_method == "drop_caches"
+    assert r.cache_resident_fraction < 0.05
+    assert r.process["read_bytes"] > 0.5 * r.train_footprint["apparent_bytes"]  # the run itself read the files
 
 
 def test_residency_follows_drop_and_warm(mnist_small):
@@ -85,7 +91,7 @@ def test_fadvise_fallback_is_recorded_as_such(mnist_small, results, monkeypatch)
     spec = runner.RunSpec("mnist", "lmdb", "cold", repeat=7, iters=10, test_interval=10,
                           data_root=mnist_small.parent, results=results, cold_fallback="fadvise")
     r = runner.run(spec, log=lambda *_: None)
-    assert r["cache_method"] == "fadvise" and r["status"] == "ok"
+    assert r.cache_method == "fadvise" and r.ok
 
 
 def test_monitor_samples_cpu_memory_disk_and_measures_itself(tmp_path):
@@ -118,16 +124,47 @@ def test_an_interrupted_run_leaves_no_record(mnist_small, tmp_path):
     assert runner.recorded(tmp_path, "mnist") == []
 
 
-def test_limits_without_cgroup_v2_are_refused_clearly(mnist_small, tmp_path):
+def test_limits_without_a_cgroup_hierarchy_are_refused_clearly(mnist_small, tmp_path):
     env = dict(os.environ, IMGSTORE_CGROUP_ROOT=str(tmp_path))
     p = subprocess.run([PY, str(ROOT / "experiments" / "run.py"), "mnist", "lmdb", "warm", "--cpu",
                         "--iters", "10", "--mem-limit", "1G", "--data", str(mnist_small.parent),
                         "--out", str(tmp_path / "r")], capture_output=True, text=True, env=env)
-    assert p.returncode == 2 and "limits need cgroup v2" in p.stderr
+    assert p.returncode == 2 and "holds no cgroup hierarchy" in p.stderr
     assert runner.recorded(tmp_path / "r", "mnist") == []
 
 
-def test_paper2016_profile_sets_the_documented_limits():
-    limits = cgroup.Limits.from_args(profile="paper2016", mem="2G")
-    assert limits.cpus == 8 and limits.riops == 150 and limits.rbps == 600 * 10**6
-    assert limits.mem_bytes == 2 * 2**30  # an explicit knob overrides the profile
+def test_paper2016_profile_sets_the_documented_limits_and_a_changed_one_is_not_the_profile():
+    limits = cgroup.Limits.from_args(profile="paper2016")
+    assert (limits.cpus, limits.riops, limits.rbps, limits.mem_bytes) == (8, 150, 600 * 10**6, 16 * 2**30)
+    assert limits.profile == "paper2016" and limits.label() == "paper2016 profile"
+    changed = cgroup.Limits.from_args(profile="paper2016", riops=1000)
+    assert changed.profile is None and changed.modified_from == "paper2016"
+    assert "1000 read IOPS" in changed.label() and "600 MB/s" in changed.label()
+    # records written before this check named the profile whatever was changed
+    old = {"cpus": 8, "mem_bytes": 16 * 2**30, "riops": 1000, "rbps": 600 * 10**6, "profile": "paper2016"}
+    assert cgroup.Limits.from_record(old).profile is None
+
+
+def test_read_iops_limit_bites_under_this_machines_cgroup(mnist_small, tmp_path):
+    """Under the cgroup the runner makes (v1 here, v2 where present), a cold read of 300 PNG
+    files at 150 read IOPS takes seconds; unlimited, a fraction of one."""
+    if not cache.can_drop_caches() or cgroup.version() is None:
+        pytest.skip("needs root and a cgroup hierarchy")
+    from data_prep import locations
+    files = sorted((mnist_small / "images" / "train").iterdir())[:300]
+    location = locations.LocalFolder(mnist_small / "images", files)
+    script = "import sys\nfor f in sys.argv[1:]: open(f, 'rb').read()\n"
+
+    def cold_read(group):
+        cache.drop_caches()
+        start = time.time()
+        subprocess.run([sys.executable, "-c", script] + [str(f) for f in files], check=True,
+                       preexec_fn=group.enter if group else None)
+        return time.time() - start
+    group = cgroup.create(cgroup.Limits(riops=150, mem_bytes=2**30, cpus=1), f"test-{os.getpid()}", location)
+    try:
+        limited, free = cold_read(group), cold_read(None)
+    finally:
+        group.remove()
+    assert group.version == cgroup.version()
+    assert limited > 1.0 and limited > 4 * free, (limited, free)

@@ -1,8 +1,11 @@
-"""The six places training images can live, one module each, behind one interface.
+"""The places training images can live, one module each, behind one interface, chosen by
+name from REGISTRY as Caffe chooses layers. Everything else (data_prep, the runner, the
+matrix, the report, the tests) asks the registry; a new backend is a module here plus its
+import at the bottom of this file.
 
-A backend writes a Split into a folder (the writer half), tells Caffe how to read it (the
-data-layer half), reads it back for `verify`, and lists its files (footprint, page-cache
-residency). Chosen by name from REGISTRY, as Caffe chooses layers.
+A backend owns both halves of its format (as an FFCV field does): writing a Split into a
+folder, and the Caffe data layer and training driver that read it back. Where the folder
+lives, and what cold or warm means there, is the location's business (experiments.locations).
 
 Two kinds:
 - raw (lmdb, leveldb, images): uint8 pixels; Caffe's DataTransformer scales / subtracts
@@ -24,19 +27,26 @@ def register(cls):
 
 
 def get(name):
-    from data_prep.sources import SourceError
+    from data_prep.errors import SourceError
     if name not in REGISTRY:
         raise SourceError(f"unknown backend {name!r}; choose from {', '.join(REGISTRY)}")
     return REGISTRY[name]
 
 
+def names(text):
+    """'all' or a comma-separated list -> backend names, each checked."""
+    chosen = list(REGISTRY) if text == "all" else [n for n in text.split(",") if n]
+    for n in chosen:
+        get(n)
+    return chosen
+
+
 @dataclass
 class WriteContext:
-    dataset: str
+    dataset: object            # data_prep.datasets.Dataset
     final_dir: Path            # where the artifact will live once complete
     scale: float               # the net's transform_param scale
     mean: np.ndarray = None    # C x H x W float32 mean (mean.binaryproto), or None
-    imagefile_keys: bool = False  # keys and Datum fields as convert_imageset makes them
     phase_dir: Path = None     # the split's own folder while it is written (image files)
 
     def transform(self, pixels):
@@ -51,10 +61,15 @@ class WriteContext:
 
 class Backend:
     name = ""
+    label = ""               # as figures and tables name it
+    color = "#777777"        # its colour in every figure
     layer = ""               # Caffe layer type that reads it
     pretransformed = False
-    supports = ("mnist", "cifar10", "imagenet")
-    why_not = ""             # shown when a dataset is not supported
+    location = "local"       # key of experiments.locations.LOCATIONS: where its data lives
+
+    def unsupported(self, dataset):
+        """Why this backend cannot hold `dataset` (a Dataset), or None."""
+        return None
 
     def encode(self, record, ctx):
         """Per-record work done in worker processes (decode, Datum, PNG). Returns a payload."""
@@ -64,7 +79,7 @@ class Backend:
         """A context manager with .add(payload), called in record order in one process."""
         raise NotImplementedError
 
-    def read(self, dest, phase, ctx=None):
+    def read(self, dest, phase, ctx):
         """Yield (label, array) as stored: uint8 C x H x W for raw, float32 for pretransformed."""
         raise NotImplementedError
 
@@ -80,9 +95,15 @@ class Backend:
     def paths(self, dest, phase):
         raise NotImplementedError
 
-    def data_layer(self, dest, model, mean_file):
+    def data_layer(self, dest, dataset, mean_file):
         """A function (batch, phase) -> (data, label) NetSpec tops reading this artifact."""
         raise NotImplementedError
+
+    def train_command(self, solver, dest, dataset, gpu):
+        """The command that trains the solver's nets from this artifact: Caffe's own tool."""
+        import toolchain
+        return [str(toolchain.caffe_tool("caffe")), "train", f"--solver={solver}"] + \
+            ([f"--gpu={gpu}"] if gpu >= 0 else [])
 
 
 def transform_param(model, mean_file, phase):
@@ -106,5 +127,5 @@ def phase_name(phase):
     return "train" if phase == caffe.TRAIN else "test"
 
 
-# importing the modules registers them
+# importing the modules registers them, in the order figures show them
 from data_prep.backends import lmdb_store, leveldb_store, hdf5_file, image_files, pymem, cppmem  # noqa: E402,F401,E501

@@ -4,13 +4,11 @@ linked against libcaffe) reads whole and hands to MemoryData::Reset.
 File format (little-endian): 8-byte magic b'CPPMEM01', int32 N, C, H, W, then N*C*H*W
 float32 pixels (already transformed: scaled / mean-subtracted), then N float32 labels."""
 import struct
-from pathlib import Path
 
 import numpy as np
 
-from data_prep.backends import Backend, register
-from data_prep.backends.memory import ArrayWriter, memory_layer
-from data_prep.backends.pymem import ARRAY_DATASETS, TOO_BIG
+from data_prep.backends import register
+from data_prep.backends.memory import ArrayWriter, MemoryBackend
 
 MAGIC = b"CPPMEM01"
 HEADER = struct.Struct("<8s4i")
@@ -38,29 +36,19 @@ class _Writer(ArrayWriter):
 
 
 @register
-class CppMemBackend(Backend):
-    name = "cppmem"
-    layer = "MemoryData"
-    pretransformed = True
-    supports = ARRAY_DATASETS
-    why_not = TOO_BIG
+class CppMemBackend(MemoryBackend):
+    name, label, color = "cppmem", "in memory (C++)", "#e6ab02"
+    suffix, writer_class, dtype = "f32", _Writer, np.float32
 
-    def paths(self, dest, phase):
-        return [dest / f"{phase}.f32"]
-
-    def encode(self, record, ctx):
-        return record[1], record[2]
-
-    def writer(self, split, dest, ctx):
-        return _Writer(split, self.paths(dest, split.phase)[0], np.float32, ctx)
-
-    def read(self, dest, phase, ctx=None):
-        path = self.paths(Path(dest), phase)[0]
+    def read(self, dest, phase, ctx):
+        path = self.paths(dest, phase)[0]
         n, c, h, w = read_header(path)
         raw = np.fromfile(path, "<f4", offset=HEADER.size)
         data, labels = raw[:n * c * h * w].reshape(n, c, h, w), raw[n * c * h * w:]
         for x, y in zip(data, labels):
             yield int(y), x
 
-    def data_layer(self, dest, model, mean_file):
-        return memory_layer(model)
+    def train_command(self, solver, dest, dataset, gpu):
+        import toolchain
+        return [str(toolchain.cppmem_driver()), str(solver), str(self.paths(dest, "train")[0]),
+                str(self.paths(dest, "test")[0]), str(gpu)]

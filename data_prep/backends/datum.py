@@ -1,4 +1,5 @@
-"""Caffe Datum records, serialised with the caffe_pb2 generated from Caffe's own caffe.proto."""
+"""Caffe Datum records, serialised with the caffe_pb2 generated from Caffe's own caffe.proto,
+and what the key-value backends (LMDB, LevelDB) share: writing in batches, Caffe's Data layer."""
 import numpy as np
 
 from caffe.proto import caffe_pb2
@@ -29,10 +30,47 @@ def decode(value):
     return d.label, pixels
 
 
+class BatchWriter:
+    """Puts (key, value) pairs in batches of COMMIT_EVERY; subclasses open the store and say
+    how a batch is begun, committed and dropped."""
+
+    def __init__(self):
+        self.batch, self.pending = self.begin(), 0
+
+    def add(self, payload):
+        self.batch.put(*payload)
+        self.pending += 1
+        if self.pending == COMMIT_EVERY:
+            self.commit()
+            self.batch, self.pending = self.begin(), 0
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, *_):
+        if exc_type is None:
+            self.commit()
+            self.finish()
+        else:
+            self.abandon()
+
+    def begin(self):
+        raise NotImplementedError
+
+    def commit(self):
+        raise NotImplementedError
+
+    def finish(self):
+        """After the last commit: make it durable and close."""
+        raise NotImplementedError
+
+    def abandon(self):
+        raise NotImplementedError
+
+
 class DatumBackend:
-    """What the two key-value backends share: Datum records, Caffe's Data layer.
-    Subclasses set `name`, `db` (the Data layer's backend enum name) and provide
-    `writer` and `read`."""
+    """Datum records read by Caffe's Data layer. Subclasses set `name`, `db` (the Data
+    layer's backend enum name) and provide `writer` and `items`."""
     layer = "Data"
     db = ""
 
@@ -40,14 +78,18 @@ class DatumBackend:
         return [dest / f"{phase}_{self.name}"]
 
     def encode(self, record, ctx):
-        return encode(record, ctx.imagefile_keys)
+        return encode(record, ctx.dataset.imagefile_keys)
 
-    def data_layer(self, dest, model, mean_file):
+    def read(self, dest, phase, ctx):
+        for _, value in self.items(self.paths(dest, phase)[0]):
+            yield decode(value)
+
+    def data_layer(self, dest, dataset, mean_file):
         from caffe import layers as L, params as P
         from data_prep.backends import transform_param, phase_name
 
         def layer(batch, phase):
             return L.Data(source=str(self.paths(dest, phase_name(phase))[0]),
                           backend=getattr(P.Data, self.db), batch_size=batch, ntop=2,
-                          transform_param=transform_param(model, mean_file, phase))
+                          transform_param=transform_param(dataset.model, mean_file, phase))
         return layer

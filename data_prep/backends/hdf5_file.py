@@ -45,12 +45,16 @@ class _Writer:
 
 @register
 class HDF5Backend(Backend):
-    name = "hdf5"
+    name, label, color = "hdf5", "HDF5", "#7570b3"
     layer = "HDF5Data"
     pretransformed = True
-    supports = ("mnist", "cifar10")
-    why_not = ("HDF5Data applies no transform, and CaffeNet crops and mirrors at random every "
-               "iteration; the paper left HDF5 out of its ImageNet runs for this reason")
+
+    def unsupported(self, dataset):
+        t = dataset.model.transform
+        if t.crop_size or t.mirror:
+            return (f"HDF5Data applies no transform, and {dataset.model.name} crops and mirrors at random "
+                    "every iteration; the paper left HDF5 out of its ImageNet runs for this reason")
+        return None
 
     def paths(self, dest, phase):
         return [dest / f"{phase}.h5", dest / f"{phase}.h5.txt"]
@@ -62,7 +66,7 @@ class HDF5Backend(Backend):
         h5, lst = self.paths(dest, split.phase)
         return _Writer(split, h5, lst, ctx.final_dir / h5.name, ctx)
 
-    def read(self, dest, phase, ctx=None):
+    def read(self, dest, phase, ctx):
         with h5py.File(self.paths(Path(dest), phase)[0], "r") as f:
             data, label = f["data"], f["label"]
             for start in range(0, len(label), CHUNK):
@@ -70,7 +74,7 @@ class HDF5Backend(Backend):
                 for x, y in zip(block, labels):
                     yield int(y), x
 
-    def data_layer(self, dest, model, mean_file):
+    def data_layer(self, dest, dataset, mean_file):
         from caffe import layers as L
 
         def layer(batch, phase):

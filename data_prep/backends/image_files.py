@@ -1,28 +1,8 @@
 """One PNG file per image plus the 'path label' list that Caffe's ImageData layer reads."""
-import io
 from pathlib import Path
 
-import numpy as np
-from PIL import Image
-
 from data_prep.backends import Backend, register, transform_param, phase_name
-
-
-def png_bytes(pixels):
-    """C x H x W BGR uint8 -> PNG (grey for one channel), decoded by OpenCV back to BGR."""
-    if pixels.shape[0] == 1:
-        im = Image.fromarray(pixels[0], "L")
-    else:
-        im = Image.fromarray(np.ascontiguousarray(pixels[::-1].transpose(1, 2, 0)), "RGB")
-    buf = io.BytesIO()
-    im.save(buf, "PNG")
-    return buf.getvalue()
-
-
-def png_pixels(path, channels):
-    """Read back as the ImageData layer does (OpenCV, BGR or grey)."""
-    from data_prep.sources import decode_image
-    return decode_image(path, color=channels == 3)
+from data_prep.images import decode_image, png_bytes
 
 
 class _ListWriter:
@@ -43,7 +23,7 @@ class _ListWriter:
 
 @register
 class ImageFilesBackend(Backend):
-    name = "images"
+    name, label, color = "images", "image files (PNG)", "#d95f02"
     layer = "ImageData"
 
     def paths(self, dest, phase):
@@ -61,20 +41,18 @@ class ImageFilesBackend(Backend):
         ctx.phase_dir = dest / split.phase
         return _ListWriter(dest / f"{split.phase}.txt")
 
-    def read(self, dest, phase, ctx=None):
+    def read(self, dest, phase, ctx):
         dest = Path(dest)
         for line in (dest / f"{phase}.txt").read_text().splitlines():
             rel, label = line.rsplit(" ", 1)
-            path = dest / rel
-            channels = 1 if ctx is not None and ctx.dataset == "mnist" else 3
-            yield int(label), png_pixels(path, channels)
+            yield int(label), decode_image(dest / rel, color=ctx.dataset.color)
 
-    def data_layer(self, dest, model, mean_file):
+    def data_layer(self, dest, dataset, mean_file):
         from caffe import layers as L
 
         def layer(batch, phase):
             p = phase_name(phase)
             return L.ImageData(source=str(Path(dest) / f"{p}.txt"), root_folder=str(dest) + "/",
-                               batch_size=batch, is_color=model.dataset != "mnist", shuffle=False,
-                               ntop=2, transform_param=transform_param(model, mean_file, phase))
+                               batch_size=batch, is_color=dataset.color, shuffle=False,
+                               ntop=2, transform_param=transform_param(dataset.model, mean_file, phase))
         return layer

@@ -8,28 +8,24 @@ from data_prep.backends import datum
 OPTIONS = dict(block_size=65536, write_buffer_size=268435456, max_open_files=100)
 
 
-class _Writer:
+class _Writer(datum.BatchWriter):
     def __init__(self, path):
         self.path = path
         self.db = plyvel.DB(str(path), create_if_missing=True, error_if_exists=True, **OPTIONS)
-        self.batch, self.pending = self.db.write_batch(), 0
+        super().__init__()
 
-    def add(self, payload):
-        self.batch.put(*payload)
-        self.pending += 1
-        if self.pending == datum.COMMIT_EVERY:
-            self.batch.write()
-            self.batch, self.pending = self.db.write_batch(), 0
+    def begin(self):
+        return self.db.write_batch()
 
-    def __enter__(self):
-        return self
+    def commit(self):
+        self.batch.write()
 
-    def __exit__(self, exc_type, *_):
-        if exc_type is None:
-            self.batch.write()
+    def finish(self):
         self.db.close()
-        if exc_type is None:
-            settle(self.path)
+        settle(self.path)
+
+    def abandon(self):
+        self.db.close()
 
 
 def settle(path):
@@ -41,16 +37,15 @@ def settle(path):
 
 @register
 class LevelDBBackend(datum.DatumBackend, Backend):
-    name = "leveldb"
+    name, label, color = "leveldb", "LevelDB", "#66a61e"
     db = "LEVELDB"
 
     def writer(self, split, dest, ctx):
         return _Writer(self.paths(dest, split.phase)[0])
 
-    def read(self, dest, phase, ctx=None):
-        db = plyvel.DB(str(self.paths(dest, phase)[0]))
+    def items(self, path):
+        db = plyvel.DB(str(path))
         try:
-            for _, value in db.iterator():
-                yield datum.decode(value)
+            yield from db.iterator()
         finally:
             db.close()

@@ -7,44 +7,39 @@ from data_prep.backends import datum
 MAP_SIZE = 1 << 40  # address space only: the file grows with the data, as in Caffe's db_lmdb
 
 
-class _Writer:
+class _Writer(datum.BatchWriter):
     def __init__(self, path):
         # Caffe's db_lmdb syncs at every commit; one sync at the end is enough here, because an
         # artifact counts only once it is complete and renamed (build.write_artifact). It lets
         # the disk write while the next records are decoded.
         self.env = lmdb.open(str(path), map_size=MAP_SIZE, subdir=True, sync=False)
-        self.txn, self.pending = self.env.begin(write=True), 0
+        super().__init__()
 
-    def add(self, payload):
-        self.txn.put(*payload)
-        self.pending += 1
-        if self.pending == datum.COMMIT_EVERY:
-            self.txn.commit()
-            self.txn, self.pending = self.env.begin(write=True), 0
+    def begin(self):
+        return self.env.begin(write=True)
 
-    def __enter__(self):
-        return self
+    def commit(self):
+        self.batch.commit()
 
-    def __exit__(self, exc_type, *_):
-        if exc_type is None:
-            self.txn.commit()
-            self.env.sync(True)  # force: the environment was opened with sync=False
-        else:
-            self.txn.abort()
+    def finish(self):
+        self.env.sync(True)  # force: the environment was opened with sync=False
+        self.env.close()
+
+    def abandon(self):
+        self.batch.abort()
         self.env.close()
 
 
 @register
 class LMDBBackend(datum.DatumBackend, Backend):
-    name = "lmdb"
+    name, label, color = "lmdb", "LMDB", "#1b9e77"
     db = "LMDB"
 
     def writer(self, split, dest, ctx):
         return _Writer(self.paths(dest, split.phase)[0])
 
-    def read(self, dest, phase, ctx=None):
-        for _, value in raw_items(self.paths(dest, phase)[0]):
-            yield datum.decode(value)
+    def items(self, path):
+        return raw_items(path)
 
 
 def raw_items(path):

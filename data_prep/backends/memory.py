@@ -1,5 +1,10 @@
-"""What the two in-memory backends (pymem, cppmem) share."""
+"""What the two in-memory backends (pymem, cppmem) share: the whole split in one array, fed to
+Caffe's MemoryData layer by a driver of their own; too large for ImageNet, as in the paper."""
+from pathlib import Path
+
 import numpy as np
+
+from data_prep.backends import Backend
 
 
 class ArrayWriter:
@@ -23,13 +28,37 @@ class ArrayWriter:
             self.close()
 
 
-def memory_layer(model):
-    from caffe import layers as L
-    c, h, w = model.input_shape
+class MemoryBackend(Backend):
+    """Subclasses set name, suffix (the file of a split), writer_class and dtype, and give
+    `read` and `train_command`."""
+    layer = "MemoryData"
+    pretransformed = True
+    suffix = ""
+    writer_class = ArrayWriter
+    dtype = np.uint8
 
-    def layer(batch, phase):
-        return L.MemoryData(batch_size=batch, channels=c, height=h, width=w, ntop=2)
-    return layer
+    def unsupported(self, dataset):
+        if not dataset.fits_in_memory:
+            return ("the whole dataset must fit in memory; the paper's ImageNet was several times "
+                    "larger than its machine's memory, so it ran no in-memory ImageNet")
+        return None
+
+    def paths(self, dest, phase):
+        return [Path(dest) / f"{phase}.{self.suffix}"]
+
+    def encode(self, record, ctx):
+        return record[1], record[2]
+
+    def writer(self, split, dest, ctx):
+        return self.writer_class(split, self.paths(dest, split.phase)[0], self.dtype, ctx)
+
+    def data_layer(self, dest, dataset, mean_file):
+        from caffe import layers as L
+        c, h, w = dataset.model.input_shape
+
+        def layer(batch, phase):
+            return L.MemoryData(batch_size=batch, channels=c, height=h, width=w, ntop=2)
+        return layer
 
 
 def pad_to_batch(data, labels, batch):

@@ -1,16 +1,12 @@
 """In-memory arrays from Python: a compressed .npz of uint8 pixels and labels that a pycaffe
-driver loads whole, transforms with numpy to float32 and hands to MemoryData
-(Net.set_input_arrays). The MemoryData layer applies no transform itself."""
+driver (experiments/pymem_train.py) loads whole, transforms with numpy to float32 and hands
+to MemoryData (Net.set_input_arrays). The MemoryData layer applies no transform itself."""
 from pathlib import Path
 
 import numpy as np
 
-from data_prep.backends import Backend, register
-from data_prep.backends.memory import ArrayWriter, memory_layer, pad_to_batch
-
-ARRAY_DATASETS = ("mnist", "cifar10")
-TOO_BIG = ("the whole dataset must fit in memory; the paper's ImageNet was several times "
-           "larger than its machine's memory, so it ran no in-memory ImageNet")
+from data_prep.backends import register
+from data_prep.backends.memory import ArrayWriter, MemoryBackend, pad_to_batch
 
 
 def load(path, ctx):
@@ -29,29 +25,19 @@ class _Writer(ArrayWriter):
 
 
 @register
-class PyMemBackend(Backend):
-    name = "pymem"
-    layer = "MemoryData"
-    pretransformed = True
-    supports = ARRAY_DATASETS
-    why_not = TOO_BIG
+class PyMemBackend(MemoryBackend):
+    name, label, color = "pymem", "in memory (Python)", "#e7298a"
+    suffix, writer_class = "npz", _Writer
 
-    def paths(self, dest, phase):
-        return [dest / f"{phase}.npz"]
-
-    def encode(self, record, ctx):
-        return record[1], record[2]
-
-    def writer(self, split, dest, ctx):
-        return _Writer(split, self.paths(dest, split.phase)[0], np.uint8, None)
-
-    def read(self, dest, phase, ctx=None):
-        data, labels = load(self.paths(Path(dest), phase)[0], ctx)
+    def read(self, dest, phase, ctx):
+        data, labels = load(self.paths(dest, phase)[0], ctx)
         for x, y in zip(data, labels):
             yield int(y), x
 
-    def data_layer(self, dest, model, mean_file):
-        return memory_layer(model)
-
     def arrays(self, dest, phase, ctx, batch):
-        return pad_to_batch(*load(self.paths(Path(dest), phase)[0], ctx), batch)
+        return pad_to_batch(*load(self.paths(dest, phase)[0], ctx), batch)
+
+    def train_command(self, solver, dest, dataset, gpu):
+        import toolchain
+        return [str(toolchain.PYTHON), str(toolchain.ROOT / "experiments" / "pymem_train.py"), str(solver),
+                str(dest), dataset.name] + (["--gpu", str(gpu)] if gpu >= 0 else [])

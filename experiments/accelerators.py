@@ -1,0 +1,89 @@
+"""How a run computes: a real GPU, the real CPU, or an emulated accelerator that takes a
+profile's time per iteration (models/accelerators.json) inside real Caffe (EmulatedCompute).
+
+  --accelerator h100        the profile's time for the dataset's net
+  --accelerator 2.5ms       2.5 ms per training iteration (test: a third of it, times the batch ratio)
+  --accelerator none        no emulation: the real CPU, or the real GPU with --gpu
+"""
+import json
+import re
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+PROFILES_FILE = Path(__file__).resolve().parents[1] / "models" / "accelerators.json"
+FORWARD_SHARE = 1 / 3  # of a training iteration; backward (and update) is the rest
+
+
+class AcceleratorError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class Compute:
+    mode: str                         # emulated | gpu | cpu
+    accelerator: str = None           # profile name, or "2.5ms" as given
+    ms_per_iteration: float = None    # one training iteration
+    test_ms_per_iteration: float = None
+    source: str = None
+
+    @property
+    def emulated(self):
+        """(forward_ms, backward_ms) of a training iteration, for the EmulatedCompute layer."""
+        if self.mode != "emulated":
+            return None
+        forward = self.ms_per_iteration * FORWARD_SHARE
+        return round(forward, 4), round(self.ms_per_iteration - forward, 4)
+
+    def as_dict(self):
+        return {k: v for k, v in asdict(self).items() if v is not None}
+
+    def seconds(self, train_iterations, test_iterations):
+        """Compute time of that many iterations at this accelerator's speed, or None."""
+        if self.ms_per_iteration is None:
+            return None
+        return (train_iterations * self.ms_per_iteration + test_iterations * self.test_ms_per_iteration) / 1000
+
+
+def profiles():
+    return {k: v for k, v in json.loads(PROFILES_FILE.read_text()).items() if not k.startswith("_")}
+
+
+def from_profile(name, model):
+    table = profiles()
+    if name not in table:
+        raise AcceleratorError(f"unknown accelerator {name!r}: choose from {', '.join(table)}, "
+                               f"a time such as 2.5ms, or none ({PROFILES_FILE})")
+    if model.name not in table[name]:
+        raise AcceleratorError(f"accelerator {name!r} has no time for the net {model.name!r} in {PROFILES_FILE}")
+    entry = table[name][model.name]
+    return Compute("emulated", name, entry["train_ms"], entry["test_ms"], entry["source"])
+
+
+def from_time(text, model):
+    ms = float(re.fullmatch(r"([0-9.]+)\s*ms", text.strip()).group(1))
+    if ms < 0:
+        raise AcceleratorError(f"--accelerator {text}: a time must be >= 0")
+    test_ms = ms * FORWARD_SHARE * model.test_batch / model.batch
+    return Compute("emulated", f"{ms:g}ms", ms, round(test_ms, 4), "given on the command line")
+
+
+def choose(text, model, gpu):
+    """The Compute for --accelerator TEXT (None: real) on a run with GPU id `gpu` (-1: CPU)."""
+    if text in (None, "none"):
+        return real(model, gpu)
+    if re.fullmatch(r"\s*[0-9.]+\s*ms\s*", text):
+        return from_time(text, model)
+    return from_profile(text, model)
+
+
+def real(model, gpu, gpu_model=None):
+    """Real compute; on an H100 its AU is measured against the h100 profile's ceiling."""
+    if gpu < 0:
+        return Compute("cpu")
+    ceiling = None
+    if gpu_model and "H100" in gpu_model:
+        ceiling = from_profile("h100", model)
+    if ceiling is None:
+        return Compute("gpu")
+    return Compute("gpu", "h100", ceiling.ms_per_iteration, ceiling.test_ms_per_iteration,
+                   "ceiling for AU: " + ceiling.source)

@@ -1,0 +1,65 @@
+"""What the training process itself did, beside the machine-wide monitor: the bytes it and
+its children read (/proc/PID/io, read at exit before it is reaped, so nothing is missed),
+its CPU seconds, and each thread's CPU by role (Caffe's data-prefetch threads are named
+"caffe-prefetch" by caffe/patches/0010; the main thread is the solver)."""
+import os
+
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def _stat_fields(text):
+    """Fields after the ')' that ends the command name in /proc/.../stat."""
+    return text[text.rindex(")") + 2:].split()
+
+
+def thread_cpu(pid):
+    """{tid: (name, cpu seconds)} of the process's live threads."""
+    out = {}
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return out
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                text = f.read()
+        except OSError:
+            continue
+        name = text[text.index("(") + 1:text.rindex(")")]
+        f = _stat_fields(text)
+        out[int(tid)] = (name, (int(f[11]) + int(f[12])) / TICK)
+    return out
+
+
+class Tracker:
+    def __init__(self, pid):
+        self.pid, self.threads = pid, {}
+
+    def sample(self):
+        self.threads.update(thread_cpu(self.pid))
+
+    def exited(self):
+        """True once the process has exited; it is left unreaped (a zombie) so that its
+        counters, its reaped children's included, can still be read."""
+        info = os.waitid(os.P_PID, self.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        return info is not None
+
+    def summary(self):
+        """Read once the process has exited, before it is reaped."""
+        io = {}
+        try:
+            for line in open(f"/proc/{self.pid}/io"):
+                k, v = line.split(":")
+                io[k] = int(v)
+            f = _stat_fields(open(f"/proc/{self.pid}/stat").read())
+            cpu = sum(int(x) for x in f[11:15]) / TICK  # utime stime cutime cstime
+        except OSError:
+            return {}
+        roles = {}
+        for tid, (name, seconds) in self.threads.items():
+            role = ("solver (main thread)" if tid == self.pid else
+                    "data prefetch" if name == "caffe-prefetch" else "other threads")
+            roles[role] = round(roles.get(role, 0.0) + seconds, 3)
+        return {"read_bytes": io.get("read_bytes"), "read_chars": io.get("rchar"),
+                "cpu_seconds": round(cpu, 3), "thread_cpu_seconds": roles,
+                "threads_seen": len(self.threads)}

@@ -1,0 +1,127 @@
+"""One run's record: what the runner appends to RESULTS/DATASET/records.jsonl and what the
+report, the matrix and the notebooks read. Records written before a field existed load with
+that field None (shown as unknown), so committed results stay readable."""
+import fcntl
+import json
+import os
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+
+
+@dataclass
+class Record:
+    run_id: str
+    dataset: str
+    backend: str
+    cache: str                            # warm | cold
+    repeat: int = 0
+    status: str = None                    # ok | failed
+    returncode: int = None
+    cache_method: str = None              # read | drop_caches | fadvise
+    cache_resident_fraction: float = None  # measured (mincore) just before training
+    iterations: int = None                # the last iteration Caffe logged
+    iterations_setting: int = None        # max_iter asked for; None: the stock solver's
+    iterations_reason: str = None         # why not the stock solver's, when that was chosen for the user
+    wall_seconds: float = None            # process start to exit
+    startup_seconds: float = None         # process start to Caffe's first logged iteration
+    solver_seconds: float = None          # first logged iteration to "Optimization Done"
+    iterations_per_second: float = None
+    test_accuracy: float = None
+    test_loss: float = None
+    test_iteration: int = None            # the iteration of the test pass the accuracy comes from
+    first_loss: float = None
+    final_loss: float = None
+    compute: dict = None                  # mode: gpu | cpu | emulated; accelerator, ms per iteration, source
+    au: float = None                      # accelerator utilisation over the solver's time (MLPerf Storage)
+    gpu_id: int = None
+    source: str = None                    # the images: real data or which stand-in
+    source_fingerprint: str = None
+    artifact_footprint: dict = None
+    train_footprint: dict = None          # what the paper's Table 2 counts
+    location: dict = None                 # where the artifact lived (kind, path, device, filesystem)
+    limits: dict = None                   # every limit as applied, and the profile when its values were used
+    command: list = None
+    monitor: dict = None                  # machine-wide: CPU %, memory, block reads, GPU
+    process: dict = None                  # the training process: bytes it read, its CPU, each thread's CPU
+    plan: dict = None                     # position in the interleaved order of its matrix
+    environment: dict = None              # build, machine, kernel
+    run_dir: str = None
+    finished: str = None
+    results_dir: str = field(default=None, metadata={"saved": False})  # the folder it was loaded from
+
+    @classmethod
+    def from_dict(cls, d):
+        known = {f.name for f in fields(cls)}
+        r = cls(**{k: v for k, v in d.items() if k in known})
+        if r.compute is None and d.get("device"):  # before compute modes: real GPU or CPU
+            r.compute = {"mode": d["device"]}
+        return r
+
+    def to_dict(self):
+        return {k: v for k, v in asdict(self).items()
+                if next(f for f in fields(self) if f.name == k).metadata.get("saved", True)}
+
+    @property
+    def ok(self):
+        return self.status == "ok"
+
+    @property
+    def mode(self):
+        return (self.compute or {}).get("mode")
+
+    def compute_label(self):
+        c = self.compute or {}
+        if c.get("mode") == "emulated":
+            return f"emulated {c.get('accelerator')} ({c.get('ms_per_iteration')} ms/iteration)"
+        if c.get("mode") == "gpu":
+            return f"real GPU ({(self.environment or {}).get('gpu_model') or 'unknown'})"
+        if c.get("mode") == "cpu":
+            return "real CPU"
+        return "unknown compute"
+
+    def machine_label(self):
+        e = self.environment or {}
+        cores = e.get("cpu_cores")
+        mem = e.get("memory_bytes")
+        return (f"{e.get('gpu_model') or 'no GPU'}, {cores or '?'} cores "
+                f"({e.get('cpu_model') or 'unknown CPU'}), {mem / 2**30:.0f} GiB" if mem else
+                f"{e.get('gpu_model') or 'no GPU'}, {cores or '?'} cores")
+
+    def limits_label(self):
+        from experiments.cgroup import Limits
+        return Limits.from_record(self.limits).label()
+
+    def setup(self):
+        """What makes runs comparable with each other: machine, compute, limits."""
+        return (self.machine_label(), self.compute_label(), self.limits_label())
+
+
+def append(path, record):
+    """Append one record, whole, under a lock, durably."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    line = json.dumps(record.to_dict(), sort_keys=True) + "\n"
+    with open(path, "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        f.write(line)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def load(paths):
+    """Every record under the given results folders (DATASET/records.jsonl) or .jsonl files."""
+    records = []
+    for p in map(Path, paths):
+        files = [p] if p.is_file() else sorted(p.glob("*/records.jsonl"))
+        for f in files:
+            for line in f.read_text().splitlines():
+                if line.strip():
+                    r = Record.from_dict(json.loads(line))
+                    r.results_dir = str(f.parent.parent)
+                    records.append(r)
+    return records
+
+
+def recorded(results, dataset):
+    path = Path(results) / dataset / "records.jsonl"
+    return load([path]) if path.exists() else []

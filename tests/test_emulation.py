@@ -1,0 +1,124 @@
+"""The emulated accelerator (caffe/patches/0011) inside real Caffe, AU, and the registries'
+promise that a new backend shows up everywhere without other edits."""
+import json
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from conftest import ROOT
+from data_prep import backends, cache, datasets
+from experiments import accelerators, cgroup, run, runner
+
+PY = str(ROOT / ".venv" / "bin" / "python")
+
+
+def emulated_net(tmp_path, forward_ms, backward_ms, batch=50):
+    import caffe
+    from models.nets import net_proto
+    mnist = datasets.get("mnist")
+    layer = backends.get("pymem").data_layer(None, mnist, None)
+    path = tmp_path / "emulated.prototxt"
+    path.write_text(str(net_proto(mnist.model, layer, caffe.TRAIN, batch=batch, emulated=(forward_ms, backward_ms))))
+    caffe.set_mode_cpu()
+    return caffe.Net(str(path), caffe.TRAIN)
+
+
+def test_the_layer_takes_the_asked_time_and_reads_its_input(tmp_path):
+    net = emulated_net(tmp_path, 3.0, 6.0)
+    rng = np.random.default_rng(0)
+    data = rng.random((50, 1, 28, 28), dtype=np.float32)  # one batch: every pass sees the same
+    labels = rng.integers(0, 10, 50).astype(np.float32)
+    net.set_input_arrays(data, labels)
+    net.forward()
+    net.backward()  # warm-up: first allocations
+    start = time.perf_counter()
+    for _ in range(100):
+        out = float(net.forward()["loss"])
+        net.backward()
+    took = time.perf_counter() - start
+    assert 0.9 * 0.9 <= took <= 1.1 * 0.9, took  # 100 x (3 + 6) ms, within 10%
+    # the output is the mean of one value per 64-byte line of each input blob: the data was read
+    seen = np.concatenate([data.ravel()[::16], labels[::16]])
+    assert out == pytest.approx(seen.mean(), rel=1e-4)
+    net.set_input_arrays(data * 2, labels)
+    assert net.forward()["loss"] != pytest.approx(out, rel=1e-3)
+
+
+def test_an_emulated_run_is_recorded_as_emulated_with_its_au(mnist_small, tmp_path):
+    spec = runner.RunSpec("mnist", "lmdb", "warm", iters=100, accelerator="5ms", data_root=mnist_small.parent,
+                          results=tmp_path, progress=False)
+    r = runner.run(spec, log=lambda *_: None)
+    assert r.ok and r.compute["mode"] == "emulated" and r.compute["accelerator"] == "5ms"
+    assert r.compute["ms_per_iteration"] == 5.0 and "emulated 5ms" in r.compute_label()
+    assert r.solver_seconds >= 99 * 0.005
+    assert 0.8 < r.au <= 1.0  # warm LMDB keeps a 5 ms accelerator busy
+    assert "EmulatedCompute" in (tmp_path / r.run_dir / "train.prototxt").read_text()
+    assert r.test_iteration == 100 and r.test_accuracy is None  # the emulated test net has no accuracy
+
+
+def test_a_slowed_data_source_lowers_au(mnist_small, tmp_path):
+    """Image files read cold at 150 IOPS cannot feed a 2 ms accelerator; warm LMDB can."""
+    if not cache.can_drop_caches() or cgroup.version() is None:
+        pytest.skip("needs root and a cgroup hierarchy")
+    common = dict(iters=10, accelerator="2ms", data_root=mnist_small.parent, results=tmp_path, progress=False)
+    fast = runner.run(runner.RunSpec("mnist", "lmdb", "warm", **common), log=lambda *_: None)
+    slow = runner.run(runner.RunSpec("mnist", "images", "cold", limits=cgroup.Limits(riops=150), **common),
+                      log=lambda *_: None)
+    assert fast.ok and slow.ok
+    assert slow.limits["riops"] == 150 and slow.limits["cgroup"] == cgroup.version()
+    assert slow.au < 0.3 < fast.au, (slow.au, fast.au)
+
+
+def test_an_unknown_accelerator_or_a_net_missing_from_a_profile_is_a_clear_error(mnist_small, tmp_path, monkeypatch):
+    p = subprocess.run([PY, str(ROOT / "experiments" / "run.py"), "mnist", "lmdb", "warm", "--accelerator", "tpu9",
+                        "--data", str(mnist_small.parent), "--out", str(tmp_path)], capture_output=True, text=True)
+    assert p.returncode == 2 and "unknown accelerator 'tpu9'" in p.stderr and "h100" in p.stderr
+    table = tmp_path / "accelerators.json"
+    table.write_text(json.dumps({"tiny": {"lenet": {"train_ms": 1, "test_ms": 1, "source": "test"}}}))
+    monkeypatch.setattr(accelerators, "PROFILES_FILE", table)
+    with pytest.raises(accelerators.AcceleratorError, match="'tiny' has no time for the net 'cifar10_quick'"):
+        accelerators.choose("tiny", datasets.get("cifar10").model, -1)
+
+
+def test_without_a_gpu_the_default_is_the_emulated_h100_and_paper2016_brings_its_titan_x():
+    assert run.compute_choice(run.parser().parse_args(["mnist", "lmdb", "warm"]))[1] == (
+        None if run.toolchain.cuda_built() else "h100")
+    args = run.parser().parse_args(["mnist", "lmdb", "warm", "--profile", "paper2016"])
+    assert run.compute_choice(args)[1] == (None if run.toolchain.cuda_built() else "titanx2016")
+    assert run.compute_choice(run.parser().parse_args(["mnist", "lmdb", "warm", "--cpu"])) == (-1, None)
+
+
+def test_cells_are_interleaved():
+    cells = run.plan("mnist", "all", "all", 3)
+    assert len(cells) == len(set(cells)) == len(backends.REGISTRY) * 2 * 3
+    assert [c[2] for c in cells] == sorted(c[2] for c in cells)  # repeat by repeat
+    firsts = {cells[i][0] for i in range(0, len(cells), len(cells) // 3)}
+    assert len(firsts) == 3  # the backends are rotated
+    assert {cells[i][1] for i in range(0, len(cells), 2)} == {"warm", "cold"}  # warm is not always first
+
+
+def test_the_last_test_pass_runs_at_the_last_iteration():
+    assert runner.test_interval_for(10_000, 500) == 500
+    assert runner.test_interval_for(200, 500) == 200
+    assert runner.test_interval_for(250, 100) == 50
+
+
+def test_a_new_backend_appears_in_the_matrix_and_in_the_report(monkeypatch, tmp_path):
+    from analysis import report
+    from data_prep.backends.lmdb_store import LMDBBackend
+    from experiments.record import Record
+
+    class Throwaway(LMDBBackend):
+        name, label, color = "throwaway", "a throw-away store", "#000000"
+    monkeypatch.setitem(backends.REGISTRY, "throwaway", Throwaway())
+    assert ("throwaway", "warm", 0) in run.plan("mnist", "all", "all", 1)
+    records = [Record(run_id=f"x{i}", dataset="mnist", backend=b, cache="warm", status="ok", wall_seconds=10.0 + i,
+                      compute={"mode": "cpu"}, monitor={}) for i, b in enumerate(["lmdb", "throwaway"])]
+    figures = {}
+    monkeypatch.setattr(report, "save", lambda fig, path: figures.setdefault(path.name, fig) and path)
+    report.fig_time("mnist", records, tmp_path)
+    ticks = [t.get_text() for t in figures["fig_time_mnist.png"].axes[0].get_xticklabels()]
+    assert ticks == ["LMDB", "a throw-away store"]

@@ -1,0 +1,43 @@
+"""Where this project's builds live. The one Python module that names .build/ and what is in
+it (caffe/build.sh makes them; everything else asks here)."""
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent
+BUILD = ROOT / ".build"
+CAFFE = BUILD / "caffe"               # install prefix of the current Caffe build: bin/, lib/, python/
+CAFFE_KEY = BUILD / "caffe.key"       # the build's cache key (source + patches + options)
+CPPMEM = BUILD / "cppmem_train"       # experiments/cppmem, linked against that Caffe
+PYTHON = Path(sys.executable)         # the interpreter running us: the venv, or a GPU machine's own
+
+
+class MissingBuild(RuntimeError):
+    pass
+
+
+def caffe_tool(name):
+    """A Caffe command-line tool (caffe, convert_imageset, ...) of the current build."""
+    path = CAFFE / "bin" / name
+    if not path.exists():
+        raise MissingBuild(f"{path} missing: run `make caffe`")
+    return path
+
+
+def cppmem_driver():
+    if not CPPMEM.exists():
+        raise MissingBuild(f"{CPPMEM} missing: run `make caffe`")
+    return CPPMEM
+
+
+def build_key():
+    return CAFFE_KEY.read_text().strip() if CAFFE_KEY.exists() else None
+
+
+def build_options():
+    """The CMake options of the current build, as caffe/build.sh wrote them."""
+    path = CAFFE.resolve().parent / "options"
+    return path.read_text().split() if path.exists() else None
+
+
+def cuda_built():
+    return "-DCPU_ONLY=OFF" in (build_options() or [])
