@@ -16,15 +16,17 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from data_prep import build, standin  # noqa: E402
-from data_prep.backends.image_files import png_bytes  # noqa: E402
+import toolchain  # noqa: E402
+from data_prep import build  # noqa: E402
+from data_prep.datasets import imagenet  # noqa: E402
+from data_prep.images import png_bytes  # noqa: E402
 from data_prep.backends.lmdb_store import raw_items  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def make_tree(root, count):
-    src = standin.imagenet(train_count=count, test_count=10, num_classes=20)
+    src = imagenet.standin(count=count, test_count=10, num_classes=20)
     for i, (_, label, pixels) in enumerate(src.train.records()):
         d = root / "train" / f"c{label:03d}"
         d.mkdir(parents=True, exist_ok=True)
@@ -53,7 +55,7 @@ def main(argv=None):
         (work / "list.txt").write_text("".join(lines))
         subprocess.run(["sync"])
         t = time.time()
-        subprocess.run([str(ROOT / ".build/caffe/bin/convert_imageset"), "--resize_height=256", "--resize_width=256",
+        subprocess.run([str(toolchain.caffe_tool("convert_imageset")), "--resize_height=256", "--resize_width=256",
                         str(tree / "train") + "/", str(work / "list.txt"), str(work / "caffe_lmdb")],
                        check=True, capture_output=True)
         caffe_s = time.time() - t

@@ -35,9 +35,10 @@ import caffe  # noqa: E402
 from caffe import layers as L  # noqa: E402
 
 from experiments import caffe_log  # noqa: E402
-from models.nets import MODELS, net_proto, solver_text  # noqa: E402
+import toolchain  # noqa: E402
+from data_prep import datasets  # noqa: E402
+from models.nets import net_proto, solver_text  # noqa: E402
 
-CAFFE = ROOT / ".build" / "caffe" / "bin" / "caffe"
 
 
 def constant_data(model):
@@ -77,7 +78,7 @@ def caffe_time(prototxt, device, iterations):
 
 def run_caffe(args, device, cwd=None):
     """Caffe's command-line tool on `device` (-1: CPU); returns its log, or stops with its tail."""
-    cmd = [str(CAFFE), *args] + ([f"--gpu={device}"] if device >= 0 else [])
+    cmd = [str(toolchain.caffe_tool("caffe")), *args] + ([f"--gpu={device}"] if device >= 0 else [])
     out = subprocess.run(cmd, capture_output=True, text=True, cwd=cwd,
                          env=dict(os.environ, GLOG_logtostderr="1", GLOG_minloglevel="0"))
     if out.returncode:
@@ -101,7 +102,7 @@ def main(argv=None):
     print(f"{'net':14s} {'batch':>5s} {'ms/iter':>9s} {'iter/s':>8s} {'stock solver (s)':>17s}"
           + (f" {'trained (ms/iter)':>18s}" if a.train else ""))
     for dataset in a.nets.split(","):
-        model = MODELS[dataset]
+        model = datasets.get(dataset).model
         with tempfile.TemporaryDirectory() as work:
             (Path(work) / "time.prototxt").write_text(ceiling_net(model))
             ms = caffe_time(Path(work) / "time.prototxt", device, a.iterations)

@@ -3,7 +3,7 @@
 access pattern), once unlimited and once inside a cgroup v2 with the runner's io.max read
 limits (default: the paper2016 profile's), side by side. Prints files/s, read requests/s
 and MB/s as the block device counted them, and the ratio of the achieved read rate to the
-limit. Needs root and cgroup v2, like the runner's --profile.
+limit. Needs root and a cgroup hierarchy (v2 or v1), like the runner's --profile.
 
   python benchmarks/io_limit.py [--files 3000] [--size 2000] [--profile paper2016 | --riops N --rbps BYTES]
                                 [--dir DIR]   (DIR on the disk to test; default: data/ in the repo)
@@ -21,8 +21,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from experiments import cache, cgroup  # noqa: E402
-from monitor.sampler import block_device_of, disk_reads  # noqa: E402
+from data_prep import cache, locations  # noqa: E402
+from experiments import cgroup  # noqa: E402
+from monitor.sampler import disk_reads  # noqa: E402
 
 READER = "import sys, pathlib\nfor p in sorted(pathlib.Path(sys.argv[1]).iterdir()): p.read_bytes()\n"
 
@@ -67,9 +68,10 @@ def main(argv=None):
     folder = a.dir / f"io-limit-{uuid.uuid4().hex[:8]}"
     try:
         make_files(folder, a.files, a.size)
-        device = block_device_of(folder)
+        location = locations.LocalFolder(folder, sorted(folder.iterdir()))
+        device = location.block_device()
         rows = {"unlimited": cold_read(folder, device)}
-        group = cgroup.create(limits, "io-limit-" + folder.name[-8:], folder)
+        group = cgroup.create(limits, "io-limit-" + folder.name[-8:], location)
         try:
             rows["limited"] = cold_read(folder, device, group)
         finally:

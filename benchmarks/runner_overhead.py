@@ -1,8 +1,11 @@
 #!/usr/bin/env python3
 """The runner's cost: the same solver trained by a bare `caffe train` and through
-experiments/run.py (cache state, monitor, record), side by side; plus the monitor's own CPU.
+experiments/run.py (cache state, monitor, process tracking, record), side by side, in pairs;
+plus the monitor's own CPU. A shared 2-core machine is noisy, so the figure is the median of
+the per-pair ratios (runner / bare, each pair run back to back, in alternating order), with
+the spread of those ratios.
 
-  python benchmarks/runner_overhead.py [--iters 300] [--rounds 3]
+  python benchmarks/runner_overhead.py [--iters 300] [--rounds 9]
 """
 import argparse
 import json
@@ -15,36 +18,49 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import toolchain  # noqa: E402
 from data_prep import build  # noqa: E402
 from experiments import runner  # noqa: E402
+
+
+def bare_run(solver):
+    t = time.time()
+    subprocess.run([str(toolchain.caffe_tool("caffe")), "train", f"--solver={solver}"],
+                   check=True, capture_output=True, cwd=solver.parent)
+    return time.time() - t
 
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--iters", type=int, default=300)
-    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--rounds", type=int, default=9)
     a = p.parse_args(argv)
     work = Path(tempfile.mkdtemp(prefix="runner-bench-"))
     build.prepare("mnist", ["lmdb"], work, limit=5000, progress=False, log=lambda *_: None)
-    bare, ours, monitor, startup = [], [], [], []
+    pairs, monitor, startup = [], [], []
     for i in range(a.rounds):
-        spec = runner.RunSpec("mnist", "lmdb", "warm", i, a.iters, a.iters, data_root=work, results=work / "r")
+        spec = runner.RunSpec("mnist", "lmdb", "warm", i, a.iters, a.iters, data_root=work, results=work / "r",
+                              progress=False)
+        solver = None
+        if i % 2:  # alternate which of the pair goes first
+            first = work / "r" / "mnist" / "runs"
+            solver = next(first.glob("*/solver.prototxt")) if first.exists() else None
+        bare_first = bare_run(solver) if solver else None
         r = runner.run(spec, log=lambda *_: None)
-        ours.append(r["wall_seconds"])
-        monitor.append(r["monitor"].get("monitor_cpu_fraction_of_core", float("nan")))
-        startup.append(r["monitor"].get("monitor_startup_cpu_seconds") or float("nan"))
-        solver = work / "r" / r["run_dir"] / "solver.prototxt"
-        t = time.time()
-        subprocess.run([str(runner.CAFFE / "bin" / "caffe"), "train", f"--solver={solver}"],
-                       check=True, capture_output=True, cwd=solver.parent)
-        bare.append(time.time() - t)
-    ratio = statistics.median(ours) / statistics.median(bare)
-    print(f"LeNet {a.iters} iterations on the CPU, {a.rounds} rounds, interleaved")
-    print(f"bare caffe train: {statistics.median(bare):.2f} s   runner: {statistics.median(ours):.2f} s   "
-          f"ratio: {ratio:.3f} (goal <= 1.01)")
+        bare = bare_first if bare_first is not None else bare_run(work / "r" / r.run_dir / "solver.prototxt")
+        pairs.append((r.wall_seconds, bare))
+        monitor.append(r.monitor.get("monitor_cpu_fraction_of_core", float("nan")))
+        startup.append(r.monitor.get("monitor_startup_cpu_seconds") or float("nan"))
+    ratios = sorted(ours / bare for ours, bare in pairs)
+    q1, q3 = ratios[len(ratios) // 4], ratios[(3 * len(ratios)) // 4]
+    print(f"LeNet {a.iters} iterations on the CPU, {a.rounds} pairs (runner, bare caffe train) back to back")
+    print(f"runner / bare, median of per-pair ratios: {statistics.median(ratios):.3f} (goal <= 1.01); "
+          f"quartiles {q1:.3f}..{q3:.3f}, range {ratios[0]:.3f}..{ratios[-1]:.3f}")
+    print(f"bare caffe train: median {statistics.median(b for _, b in pairs):.2f} s "
+          f"(range {min(b for _, b in pairs):.2f}..{max(b for _, b in pairs):.2f})")
     print(f"monitor CPU while sampling: {statistics.median(monitor) * 100:.2f}% of one core (goal < 1%), "
           f"plus {statistics.median(startup):.2f} CPU-s once at start (imports, NVML)")
-    print(json.dumps({"bare": bare, "runner": ours, "monitor_fraction": monitor, "monitor_startup_s": startup}))
+    print(json.dumps({"pairs": pairs, "monitor_fraction": monitor, "monitor_startup_s": startup}))
 
 
 if __name__ == "__main__":

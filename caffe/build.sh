@@ -10,7 +10,8 @@
 #   CAFFE_CMAKE_ARGS     extra CMake options (part of the cache key)
 #   CAFFE_LINK=0         build (or find) it, but leave .build/caffe pointing where it was
 #
-#   caffe/build.sh --status   print the cache key and whether it is built; build nothing
+#   caffe/build.sh --status      print the cache key and whether it is built; build nothing
+#   caffe/build.sh --print-dir   print the build's folder in the cache; install or fetch nothing
 #
 # A build is keyed by the hash of source + patches + options; an unchanged key
 # reuses the finished build and compiles nothing. The result is linked at
@@ -19,15 +20,21 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(dirname "$here")
-cache=${CAFFE_CACHE:-$HOME/.cache/imgstore-caffe}
+source "$root/scripts/defaults.sh"
+cache=$IMGSTORE_CACHE
 venv=${VENV:-$root/.venv}
 jobs=${CAFFE_JOBS:-$(nproc)}
 
-status_only=0
-[ "${1:-}" = --status ] && status_only=1
-[ $status_only = 1 ] || "$root/scripts/apt_install.sh" "$here/apt-packages.txt"
-"$root/scripts/venv.sh"
-source=$("$here/fetch_source.sh")
+mode=build
+case "${1:-}" in --status) mode=status ;; --print-dir) mode=print ;; esac
+if [ $mode = print ]; then  # side-effect free: what is there, or a clear no
+  [ -x "$venv/bin/python" ] || { echo "no venv at $venv: run make venv" >&2; exit 1; }
+  source=$(CAFFE_FETCH=0 "$here/fetch_source.sh")
+else
+  [ $mode = status ] || "$root/scripts/apt_install.sh" "$here/apt-packages.txt"
+  "$root/scripts/venv.sh"
+  source=$("$here/fetch_source.sh")
+fi
 mkdir -p "$cache"
 
 # --- GPU or not -------------------------------------------------------------
@@ -122,7 +129,8 @@ link_result() {
   echo "$key" > "$root/.build/caffe.key"
 }
 
-if [ $status_only = 1 ]; then
+[ $mode = print ] && { echo "$dir"; exit 0; }
+if [ $mode = status ]; then
   echo "key $key $( [ -f "$dir/.complete" ] && echo built || echo "not built") $dir"
   exit 0
 fi

@@ -10,7 +10,8 @@ set -euo pipefail
 VERSION=1.0.0+git20180821.99bd997
 TARBALL=caffe_${VERSION}.orig.tar.gz
 SHA256=e0eb3f06794f7402c77b7dec8e8480273ee1a1bb192e9122b621a69d4147ad0c
-cache=${CAFFE_CACHE:-$HOME/.cache/imgstore-caffe}
+source "$(dirname "$0")/../scripts/defaults.sh"
+cache=$IMGSTORE_CACHE
 
 if [ -n "${CAFFE_SOURCE:-}" ]; then
   [ -e "$CAFFE_SOURCE" ] || { echo "CAFFE_SOURCE=$CAFFE_SOURCE does not exist" >&2; exit 1; }
@@ -23,14 +24,10 @@ fi
 
 dest=$cache/src/$TARBALL
 if [ ! -f "$dest" ]; then
-  mkdir -p "$cache/src" "$cache/apt/lists/partial"
+  [ "${CAFFE_FETCH:-1}" = 1 ] || { echo "no Caffe source at $dest (make caffe fetches it)" >&2; exit 1; }
+  mkdir -p "$cache/src"
   echo "Fetching Caffe $VERSION source from Debian bullseye (deb-src)..." >&2
-  echo "deb-src [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian bullseye main" \
-    > "$cache/apt/sources.list"
-  apt_opts=(-o "Dir::Etc::SourceList=$cache/apt/sources.list" -o Dir::Etc::SourceParts=/dev/null
-            -o "Dir::State::Lists=$cache/apt/lists" -o APT::Sandbox::User=root -qq)
-  [ -f /usr/share/keyrings/debian-archive-keyring.gpg ] ||
-    { echo "needs /usr/share/keyrings/debian-archive-keyring.gpg (package debian-archive-keyring)" >&2; exit 1; }
+  private_apt bullseye
   tmp=$(mktemp -d "$cache/src/fetch.XXXXXX")
   trap 'rm -rf "$tmp"' EXIT
   apt-get "${apt_opts[@]}" update >&2

@@ -2,7 +2,8 @@
 # Print the folder of Boost.Python's sources (libs/python/src) of the Boost version installed
 # here, from Debian's own source package with Debian's Python patches applied, fetched once.
 set -euo pipefail
-cache=${CAFFE_CACHE:-$HOME/.cache/imgstore-caffe}
+source "$(dirname "$0")/../scripts/defaults.sh"
+cache=$IMGSTORE_CACHE
 version=$(dpkg-query -W -f='${source:Version}' libboost-python1.74-dev 2>/dev/null || true)
 [ -n "$version" ] || { echo "libboost-python1.74-dev is not installed (make caffe installs it)" >&2; exit 1; }
 dir=$cache/boost-python-src-$version

@@ -18,7 +18,8 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=$root/.device-bundle
-cache=${CAFFE_CACHE:-$HOME/.cache/imgstore-caffe}
+source "$(dirname "$0")/../scripts/defaults.sh"
+cache=$IMGSTORE_CACHE
 py_include=""
 while [ $# -gt 0 ]; do
   case $1 in
@@ -33,7 +34,7 @@ py_include=$(realpath "$py_include")
 # --- 1. the GPU build, leaving this machine's .build/caffe as it was
 export CAFFE_CUDA_ARCH=${CAFFE_CUDA_ARCH:-90}
 CAFFE_GPU=1 CAFFE_LINK=0 "$root/caffe/build.sh"
-build=$(CAFFE_GPU=1 "$root/caffe/build.sh" --status | awk '{print $4}')
+build=$(CAFFE_GPU=1 "$root/caffe/build.sh" --print-dir)
 key=$(basename "$build" | sed 's/^build-//')
 opencv=$("$root/device/opencv_minimal.sh")
 

@@ -7,7 +7,8 @@
 # registry can be sent. The same version with the same sonames, built without those codecs,
 # is a drop-in replacement at run time: Caffe uses only imread/imdecode/resize/cvtColor.
 set -euo pipefail
-cache=${CAFFE_CACHE:-$HOME/.cache/imgstore-caffe}
+source "$(dirname "$0")/../scripts/defaults.sh"
+cache=$IMGSTORE_CACHE
 version=$(dpkg-query -W -f='${source:Version}' libopencv-core-dev 2>/dev/null || true)
 [ -n "$version" ] || { echo "libopencv-core-dev is not installed (make caffe installs it)" >&2; exit 1; }
 opts=(-DCMAKE_BUILD_TYPE=Release -DBUILD_LIST=core,imgproc,imgcodecs -DBUILD_SHARED_LIBS=ON

@@ -93,6 +93,7 @@ class Group:
 
     def __init__(self, paths, version):
         self.paths, self.version = paths, version
+        self.applied = {}  # control file -> what was written, as the record shows it
 
     def enter(self):  # runs in the child between fork and exec
         for path in self.paths:
@@ -106,8 +107,10 @@ class Group:
                 pass
 
 
-def _write(path, value):
+def _write(path, value, group=None):
     path.write_text(str(value))
+    if group is not None:
+        group.applied[path.name] = str(value)
 
 
 def _create_v2(limits, name, device):
@@ -120,43 +123,50 @@ def _create_v2(limits, name, device):
     path.mkdir()
     group = Group([path], "v2")
     if limits.mem_bytes:
-        _write(path / "memory.max", limits.mem_bytes)
+        _write(path / "memory.max", limits.mem_bytes, group)
         if (path / "memory.swap.max").exists():
-            _write(path / "memory.swap.max", 0)
+            _write(path / "memory.swap.max", 0, group)
     if limits.cpus:
-        _write(path / "cpuset.cpus", _cpu_list(limits.cpus))
+        _write(path / "cpuset.cpus", _cpu_list(limits.cpus), group)
     if limits.riops or limits.rbps:
         parts = [device] + ([f"riops={limits.riops}"] if limits.riops else []) + \
             ([f"rbps={limits.rbps}"] if limits.rbps else [])
-        _write(path / "io.max", " ".join(parts))
+        _write(path / "io.max", " ".join(parts), group)
     return group
 
 
 def _create_v1(limits, name, device):
     wanted = {"memory": limits.mem_bytes, "cpuset": limits.cpus, "blkio": limits.riops or limits.rbps}
-    paths = []
-    for controller, needed in wanted.items():
-        if not needed:
-            continue
-        parent = CGROUP_ROOT / controller / "imgstore"
-        parent.mkdir(exist_ok=True)
-        path = parent / name
-        path.mkdir()
-        paths.append(path)
-        if controller == "cpuset":  # v1 cpusets start empty, at every level
-            for level in (parent, path):
-                for knob in ("cpuset.mems", "cpuset.cpus"):
-                    if not (level / knob).read_text().strip():
-                        _write(level / knob, (CGROUP_ROOT / "cpuset" / knob).read_text().strip())
-            _write(path / "cpuset.cpus", _cpu_list(limits.cpus))
-        elif controller == "memory":
-            _write(path / "memory.limit_in_bytes", limits.mem_bytes)
-        else:
-            if limits.riops:
-                _write(path / "blkio.throttle.read_iops_device", f"{device} {limits.riops}")
-            if limits.rbps:
-                _write(path / "blkio.throttle.read_bps_device", f"{device} {limits.rbps}")
-    return Group(paths, "v1")
+    group = Group([], "v1")
+    try:
+        for controller, needed in wanted.items():
+            if needed:
+                _make_v1(group, controller, limits, name, device)
+    except OSError:
+        group.remove()  # nothing half made is left behind
+        raise
+    return group
+
+
+def _make_v1(group, controller, limits, name, device):
+    parent = CGROUP_ROOT / controller / "imgstore"
+    parent.mkdir(exist_ok=True)
+    path = parent / name
+    path.mkdir()
+    group.paths.append(path)
+    if controller == "cpuset":  # v1 cpusets start empty, at every level
+        for level in (parent, path):
+            for knob in ("cpuset.mems", "cpuset.cpus"):
+                if not (level / knob).read_text().strip():
+                    _write(level / knob, (CGROUP_ROOT / "cpuset" / knob).read_text().strip())
+        _write(path / "cpuset.cpus", _cpu_list(limits.cpus), group)
+    elif controller == "memory":
+        _write(path / "memory.limit_in_bytes", limits.mem_bytes, group)
+    else:
+        if limits.riops:
+            _write(path / "blkio.throttle.read_iops_device", f"{device} {limits.riops}", group)
+        if limits.rbps:
+            _write(path / "blkio.throttle.read_bps_device", f"{device} {limits.rbps}", group)
 
 
 def _cpu_list(cpus):

@@ -230,7 +230,8 @@ def _train_and_record(spec, run_id, run_dir, dataset, backend, dest, location, c
         compute=compute.as_dict(), au=round(au, 4) if au is not None else None, gpu_id=spec.gpu,
         source=manifest["source"], source_fingerprint=manifest["source_fingerprint"],
         artifact_footprint=manifest["footprint"], train_footprint=manifest["splits"]["train"]["footprint"],
-        location=location.describe(), limits=dict(spec.limits.as_dict(), cgroup=group.version if group else None),
+        location=location.describe(), limits=dict(spec.limits.as_dict(), cgroup=group.version if group else None,
+                    applied=group.applied if group else None),
         command=cmd, monitor=summarize_monitor(run_dir / "monitor.csv"), process=process, plan=spec.plan,
         environment=env, run_dir=str(run_dir.relative_to(spec.results)), finished=time.strftime("%Y-%m-%dT%H:%M:%S"))
     append(Path(spec.results) / dataset.name / "records.jsonl", record)

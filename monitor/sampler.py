@@ -22,20 +22,6 @@ FIELDS = ["t", "cpu_user", "cpu_system", "cpu_iowait", "cpu_idle", "mem_used_byt
           "mem_cached_bytes", "read_bytes", "read_requests", "gpu_util", "gpu_mem_used_bytes"]
 
 
-def block_device_of(path):
-    """The block device name (as in /proc/diskstats) holding `path`, or None."""
-    st = os.stat(path)
-    major, minor = os.major(st.st_dev), os.minor(st.st_dev)
-    try:
-        with open(f"/sys/dev/block/{major}:{minor}/uevent") as f:
-            for line in f:
-                if line.startswith("DEVNAME="):
-                    return line.strip().split("=", 1)[1]
-    except OSError:
-        return None
-    return None
-
-
 class Gpu:
     def __init__(self):
         self.handle = None

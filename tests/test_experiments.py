@@ -75,7 +75,7 @@ def test_residency_follows_drop_and_warm(mnist_small):
 
 def test_cold_run_without_privilege_is_refused_clearly(mnist_small, tmp_path):
     script = ("import sys; sys.path.insert(0, %r)\n"
-              "from experiments import cache\n"
+              "from data_prep import cache\n"
               "try:\n    cache.make_state('cold', [%r])\n"
               "except cache.CacheError as e:\n    print('REFUSED', e); sys.exit(3)\n") % (
                   str(ROOT), str(mnist_small / "lmdb" / "train_lmdb" / "data.mdb"))
