@@ -8,7 +8,6 @@ repeats), then a summary table (training time mean +- sd, accelerator utilisatio
 Without a CUDA build the matrix runs on an emulated H100 (run.py --help); pass
 --accelerator none to train on the CPU for real.
 """
-import statistics
 import sys
 from pathlib import Path
 
@@ -18,46 +17,23 @@ from data_prep import backends, datasets  # noqa: E402
 from experiments import run, runner  # noqa: E402
 from experiments.record import recorded  # noqa: E402
 
-# ImageNet's 15,000 CaffeNet iterations take 13 minutes on an H100 and far longer wherever the data
-# path is slower; the matrix scales them so that one run takes a few minutes, and records why.
-SCALED_ITERS = {"imagenet": (300, "scaled from the stock 15,000 so that one run of the matrix takes "
-                                  "about 3 minutes on a 2-core machine (the data path, not compute, "
-                                  "sets the pace there)")}
-
-
-def summary(records, dataset):
-    """{(backend, cache): (seconds mean, sd, n, AU mean or None)} over ok runs."""
-    cells = {}
-    for r in records:
-        if r.ok and r.dataset == dataset:
-            cells.setdefault((r.backend, r.cache), []).append(r)
-    out = {}
-    for key, rs in cells.items():
-        secs = [r.wall_seconds for r in rs]
-        aus = [r.au for r in rs if r.au is not None]
-        out[key] = (statistics.mean(secs), statistics.stdev(secs) if len(secs) > 1 else None, len(secs),
-                    statistics.mean(aus) if aus else None)
-    return out
-
-
 def print_table(dataset, records, out=sys.stdout):
-    table = summary(records, dataset)
-    setups = sorted({" / ".join(r.setup()) for r in records if r.dataset == dataset})
+    from analysis.report import cell_stats
+    table = cell_stats(records)
     print(f"\n{dataset}: training wall time in seconds, mean +- sd (n), and AU", file=out)
-    for s in setups:
+    for s in sorted({" / ".join(r.setup()) for r in records if r.dataset == dataset}):
         print(f"  on: {s}", file=out)
     print(f"{'backend':<9} {'warm':>30} {'cold':>30}", file=out)
     for backend in backends.REGISTRY:
         cols = []
         for cache in ("warm", "cold"):
-            cell = table.get((backend, cache))
+            cell = table.get((dataset, backend, cache))
             if not cell:
                 cols.append(f"{'-':>30}")
                 continue
-            mean, sd, n, au = cell
-            sd_text = f"+- {sd:6.2f}" if sd is not None else "        "
-            au_text = f"AU {au:4.0%}" if au is not None else "       "
-            cols.append(f"{mean:8.2f} {sd_text} ({n}) {au_text}")
+            sd = f"+- {cell['sd']:6.2f}" if cell["sd"] is not None else " " * 9
+            au = f"AU {cell['au']:4.0%}" if cell["au"] is not None else " " * 7
+            cols.append(f"{cell['mean']:8.2f} {sd} ({cell['n']}) {au}")
         if any(c.strip() != "-" for c in cols):
             print(f"{backend:<9} {cols[0]:>30} {cols[1]:>30}", file=out)
 
@@ -68,10 +44,10 @@ def arguments(dataset, kind, extra):
         iters = ds.quick_iters
         return [dataset, "all", "all", "--repeats", "1", "--iters", str(iters), "--test-interval", str(iters)], iters
     args = [dataset, "all", "all", "--repeats", "3"]
-    if dataset in SCALED_ITERS and "--iters" not in extra:
-        iters, why = SCALED_ITERS[dataset]
-        return args + ["--iters", str(iters), "--iters-reason", why], iters
-    return args, None
+    sizing = list(ds.matrix_args)
+    if "--iters" in sizing and "--iters" not in extra:
+        return args + sizing, int(sizing[sizing.index("--iters") + 1])
+    return args + sizing, None
 
 
 def main(argv=None):

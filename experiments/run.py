@@ -62,6 +62,8 @@ def parser():
                         "600 MB/s, and the paper's Titan X (emulated) unless a GPU is used")
     p.add_argument("--cold-fallback", choices=["fadvise"],
                    help="without root, make 'cold' with posix_fadvise(DONTNEED) (recorded as such)")
+    p.add_argument("--count", type=int, help="train images of a generated stand-in, when the data must be "
+                   "prepared first (an existing artifact is used as it is)")
     p.add_argument("--data", default=str(runner.ROOT / "data"), help="data root (default: %(default)s)")
     p.add_argument("--out", default=str(runner.ROOT / "results"), help="results root (default: %(default)s)")
     p.add_argument("--again", action="store_true", help="run even if already recorded")
@@ -112,7 +114,7 @@ def main(argv=None):
         cells = plan(a.dataset, a.backend, a.cache, a.repeats)
         missing = sorted({b for b, _, _ in cells if build.load_manifest(Path(a.data) / a.dataset, b) is None})
         if missing:  # prepare only what is not there: an existing artifact is used as it is
-            build.prepare(a.dataset, missing, a.data, log=lambda m: print(m, file=sys.stderr))
+            build.prepare(a.dataset, missing, a.data, count=a.count, log=lambda m: print(m, file=sys.stderr))
         if accelerator:
             print(f"Compute: emulated {accelerator} (models/accelerators.json) inside real Caffe; "
                   f"the data path is real.", file=sys.stderr)

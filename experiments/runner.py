@@ -148,6 +148,8 @@ def run(spec, log=print):
 
 
 def _run_locked(spec, log):
+    # Caffe runs in the run's folder: every path it is given must be absolute
+    spec.data_root, spec.results = Path(spec.data_root).resolve(), Path(spec.results).resolve()
     dataset, backend = datasets.get(spec.dataset), backends.get(spec.backend)
     dest = Path(spec.data_root) / dataset.name / backend.name
     if not (dest / "manifest.json").exists():

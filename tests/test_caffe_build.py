@@ -75,3 +75,12 @@ def test_caffes_own_gtest_suite_passes_for_the_data_path():
     summary = re.search(r"\[  PASSED  \] (\d+) tests?", p.stdout)
     assert summary and int(summary.group(1)) >= 100, p.stdout[-2000:]
     assert "FAILED" not in p.stdout
+
+
+def test_print_dir_names_the_current_build_and_touches_nothing(tmp_path):
+    before = sorted(p.name for p in (ROOT / ".build").iterdir())
+    folder = run(["bash", str(ROOT / "caffe" / "build.sh"), "--print-dir"]).stdout.strip()
+    key, state = _build_status()
+    assert folder.endswith(f"build-{key}") and state == "built"
+    assert os.path.exists(os.path.join(folder, ".complete"))
+    assert sorted(p.name for p in (ROOT / ".build").iterdir()) == before

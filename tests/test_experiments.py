@@ -168,3 +168,13 @@ def test_read_iops_limit_bites_under_this_machines_cgroup(mnist_small, tmp_path)
         group.remove()
     assert group.version == cgroup.version()
     assert limited > 1.0 and limited > 4 * free, (limited, free)
+
+
+def test_relative_data_and_results_folders_work(mnist_small, tmp_path):
+    """Caffe runs in the run's own folder; the paths it is given must not be relative."""
+    import shutil
+    shutil.copytree(mnist_small / "lmdb", tmp_path / "data" / "mnist" / "lmdb")
+    p = subprocess.run([PY, str(ROOT / "experiments" / "run.py"), "mnist", "lmdb", "warm", "--iters", "10",
+                        "--data", "data", "--out", "out"], cwd=tmp_path, capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    assert [r.status for r in runner.recorded(tmp_path / "out", "mnist")] == ["ok"]

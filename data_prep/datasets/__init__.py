@@ -60,6 +60,7 @@ class Dataset:
     read: Callable             # (path, seed, count) -> Source: the real format
     default: Callable          # (seed, count) -> Source: used without --source
     standin: bool              # the default is generated, not real data
+    matrix_args: tuple = ()    # run.py arguments its full matrix needs (make DATASET-all), with the reason
 
     @property
     def model(self):

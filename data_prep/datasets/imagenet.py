@@ -83,7 +83,16 @@ def standin(seed=0, count=None, test_count=None, num_classes=100):
                   photos.generated_split("test", test_count, (3, 256, 256), num_classes, seed, make))
 
 
+# The paper's ImageNet was several times larger than the memory that could cache it; MLPerf
+# Storage asks for 5x. A 12,800-image stand-in is 2.5 GB as LMDB; in a 1.5 GiB training cgroup,
+# emulated CaffeNet's process takes ~1 GiB (four prefetched batches of 256 227x227 images),
+# leaving <= 0.5 GB for the page cache. 15,000 iterations take 13 minutes on an H100 and far
+# longer where the data path is slower, so the matrix scales them and records why.
+MATRIX_ARGS = ("--count", "12800", "--mem-limit", "1536M", "--iters", "150", "--iters-reason",
+               "scaled from the stock 15,000 so one run takes at most ~3 minutes on a 2-core machine; "
+               "150 x 256 = 38,400 images, 3 epochs of the 12,800-image stand-in")
+
 IMAGENET = register(Dataset(
     name="imagenet", label="ImageNet", net="caffenet", color=True, imagefile_keys=True, fits_in_memory=False,
     quick_iters=20, real_format="a tree train/<class>/*, val/*, val.txt",
-    read=read, default=standin, standin=True))
+    read=read, default=standin, standin=True, matrix_args=MATRIX_ARGS))
