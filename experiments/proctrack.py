@@ -3,6 +3,8 @@ its children read (/proc/PID/io, read at exit before it is reaped, so nothing is
 its CPU seconds, and each thread's CPU by role (Caffe's data-prefetch threads are named
 "caffe-prefetch" by caffe/patches/0010; the main thread is the solver)."""
 import os
+import threading
+import time
 
 TICK = os.sysconf("SC_CLK_TCK")
 
@@ -32,17 +34,26 @@ def thread_cpu(pid):
 
 
 class Tracker:
+    """Watches a child process. A thread blocks until it exits and stamps that moment (a
+    polling loop would round the run's wall time to its period); the child is left unreaped (a
+    zombie) so that its counters, its reaped children's included, can still be read."""
+
     def __init__(self, pid):
-        self.pid, self.threads = pid, {}
+        self.pid, self.threads, self.ended_at = pid, {}, None
+        self._exited = threading.Event()
+        threading.Thread(target=self._wait, daemon=True).start()
+
+    def _wait(self):
+        os.waitid(os.P_PID, self.pid, os.WEXITED | os.WNOWAIT)
+        self.ended_at = time.time()
+        self._exited.set()
 
     def sample(self):
         self.threads.update(thread_cpu(self.pid))
 
-    def exited(self):
-        """True once the process has exited; it is left unreaped (a zombie) so that its
-        counters, its reaped children's included, can still be read."""
-        info = os.waitid(os.P_PID, self.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
-        return info is not None
+    def wait(self, timeout):
+        """True once the process has exited; otherwise waits up to `timeout` seconds."""
+        return self._exited.wait(timeout)
 
     def summary(self):
         """Read once the process has exited, before it is reaped."""

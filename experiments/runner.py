@@ -186,19 +186,19 @@ def _train_and_record(spec, run_id, run_dir, dataset, backend, dest, location, c
                                 "--interval", str(spec.monitor_interval)] + (["--device", device] if device else []),
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     max_iter = spec.iters or dataset.model.solver.max_iter
-    start, proc, process = time.time(), None, {}
+    start, proc, process, end = time.time(), None, {}, None
     try:
         with open(run_dir / "caffe.log", "w") as logf:
             proc = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT, cwd=run_dir, env=child_env,
                                     preexec_fn=group.enter if group else None)
             tracker = proctrack.Tracker(proc.pid)
             progress = Progress(run_dir / "caffe.log", max_iter, dataset.model.batch, spec.progress)
-            while not tracker.exited():
+            while not tracker.wait(0.5):
                 tracker.sample()
                 progress.show()
-                time.sleep(0.5)
             process = tracker.summary()
             rc = proc.wait()
+            end = tracker.ended_at
             progress.done()
     except BaseException:  # Ctrl-C, kill: no record, no orphan
         if proc is not None and proc.poll() is None:
@@ -206,7 +206,7 @@ def _train_and_record(spec, run_id, run_dir, dataset, backend, dest, location, c
             proc.wait()
         raise
     finally:
-        wall = time.time() - start
+        wall = (end if proc is not None and end else time.time()) - start
         monitor.send_signal(signal.SIGTERM)
         monitor.wait()
         for f in run_dir.glob("snapshot_iter_*"):  # trained weights are no result here (CaffeNet: 240 MB)

@@ -4,6 +4,7 @@ import re
 
 import pytest
 
+import toolchain
 from conftest import ROOT, caffe_tool, run
 
 
@@ -55,7 +56,7 @@ def test_unchanged_tree_does_not_rebuild():
     assert state == "built"
     p = run(["bash", str(ROOT / "caffe" / "build.sh")])
     assert "up to date" in p.stdout and "Building Caffe" not in p.stdout
-    assert (ROOT / ".build" / "caffe.key").read_text().strip() == key
+    assert toolchain.build_key() == key
 
 
 def test_a_changed_option_changes_the_build_key():
@@ -78,9 +79,9 @@ def test_caffes_own_gtest_suite_passes_for_the_data_path():
 
 
 def test_print_dir_names_the_current_build_and_touches_nothing(tmp_path):
-    before = sorted(p.name for p in (ROOT / ".build").iterdir())
+    before = sorted(p.name for p in toolchain.BUILD.iterdir())
     folder = run(["bash", str(ROOT / "caffe" / "build.sh"), "--print-dir"]).stdout.strip()
     key, state = _build_status()
     assert folder.endswith(f"build-{key}") and state == "built"
     assert os.path.exists(os.path.join(folder, ".complete"))
-    assert sorted(p.name for p in (ROOT / ".build").iterdir()) == before
+    assert sorted(p.name for p in toolchain.BUILD.iterdir()) == before

@@ -54,12 +54,12 @@ def test_a_recorded_run_is_skipped(mnist_small, tmp_path):
     assert len(runner.recorded(tmp_path, "mnist")) == 1
 
 
-def test_cold_run_is_measured_not_resident(mnist_small, results):
+def test_cold_run_is_measured_not_resident(mnist_small, tmp_path):
     if not cache.can_drop_caches():
         pytest.skip("needs root to drop caches")
     run_cli(["mnist", "images", "cold", "--cpu", "--iters", "20", "--test-interval", "20",
-             "--data", str(mnist_small.parent), "--out", str(results)])
-    r = [r for r in runner.recorded(results, "mnist") if r.cache == "cold"][-1]
+             "--data", str(mnist_small.parent), "--out", str(tmp_path)])
+    [r] = runner.recorded(tmp_path, "mnist")
     assert r.cache_method == "drop_caches"
     assert r.cache_resident_fraction < 0.05
     assert r.process["read_bytes"] > 0.5 * r.train_footprint["apparent_bytes"]  # the run itself read the files
@@ -86,10 +86,10 @@ def test_cold_run_without_privilege_is_refused_clearly(mnist_small, tmp_path):
     assert "needs root" in p.stdout and "fadvise" in p.stdout
 
 
-def test_fadvise_fallback_is_recorded_as_such(mnist_small, results, monkeypatch):
+def test_fadvise_fallback_is_recorded_as_such(mnist_small, tmp_path, monkeypatch):
     monkeypatch.setattr(cache, "can_drop_caches", lambda: False)
     spec = runner.RunSpec("mnist", "lmdb", "cold", repeat=7, iters=10, test_interval=10,
-                          data_root=mnist_small.parent, results=results, cold_fallback="fadvise")
+                          data_root=mnist_small.parent, results=tmp_path, cold_fallback="fadvise")
     r = runner.run(spec, log=lambda *_: None)
     assert r.cache_method == "fadvise" and r.ok
 
