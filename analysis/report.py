@@ -95,6 +95,7 @@ def describe_setup(setup, records, dataset):
     machine, compute, limits = setup
     rs = [r for r in records if r.dataset == dataset]
     source = datasets.get(dataset).source_label(rs[0].source if rs else None)
+    compute = rs[0].compute_label() if rs else compute
     return f"{source}; {compute}; {limits}\n{machine}"
 
 

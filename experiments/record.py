@@ -69,10 +69,12 @@ class Record:
     def mode(self):
         return (self.compute or {}).get("mode")
 
-    def compute_label(self):
+    def compute_label(self, per_net=True):
+        """per_net: with the net's time per iteration (which differs between datasets)."""
         c = self.compute or {}
         if c.get("mode") == "emulated":
-            return f"emulated {c.get('accelerator')} ({c.get('ms_per_iteration')} ms/iteration)"
+            ms = f" ({c.get('ms_per_iteration')} ms/iteration)" if per_net else ""
+            return f"emulated {c.get('accelerator')}{ms}"
         if c.get("mode") == "gpu":
             return f"real GPU ({(self.environment or {}).get('gpu_model') or 'unknown'})"
         if c.get("mode") == "cpu":
@@ -93,7 +95,7 @@ class Record:
 
     def setup(self):
         """What makes runs comparable with each other: machine, compute, limits."""
-        return (self.machine_label(), self.compute_label(), self.limits_label())
+        return (self.machine_label(), self.compute_label(per_net=False), self.limits_label())
 
 
 def append(path, record):

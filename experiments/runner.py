@@ -23,7 +23,7 @@ import psutil
 import toolchain
 from data_prep import backends, datasets, locations
 from experiments import accelerators, caffe_log, cgroup, proctrack
-from experiments.record import Record, append
+from experiments.record import Record, append, recorded  # noqa: F401  (recorded: for callers)
 
 ROOT = toolchain.ROOT
 LOCK = Path(os.environ.get("IMGSTORE_LOCK", "/tmp/imgstore-run.lock"))
@@ -283,8 +283,3 @@ class Progress:
     def done(self):
         if self.enabled and self.tty and self.last_shown:
             print("\r" + " " * 72 + "\r", end="", file=sys.stderr, flush=True)
-
-
-def recorded(results, dataset):
-    from experiments.record import recorded as load_recorded
-    return load_recorded(results, dataset)

@@ -219,7 +219,7 @@ def solver_text(model, train_net, test_net, snapshot_prefix, gpu, max_iter=None,
         f"display: {min(s.display, max_iter)}",
         f"max_iter: {max_iter}",
         # one snapshot at the end, as Caffe always writes one when training finishes
-        f"snapshot: 0",
+        "snapshot: 0",
         f'snapshot_prefix: "{snapshot_prefix}"',
         f"solver_mode: {'GPU' if gpu else 'CPU'}",
     ]

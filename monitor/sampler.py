@@ -11,7 +11,6 @@ own: on exit (SIGTERM/SIGINT) it writes its CPU seconds and wall time to OUT.sel
 import argparse
 import csv
 import json
-import os
 import signal
 import sys
 import time

@@ -1,10 +1,8 @@
 """analysis/: the report from records of real (tiny) runs, the notebooks, and the reference
 table checked against the paper's own text."""
 import json
-import os
 import re
 import subprocess
-from pathlib import Path
 
 import pytest
 

@@ -2,7 +2,6 @@
 import os
 import re
 
-import pytest
 
 import toolchain
 from conftest import ROOT, caffe_tool, run

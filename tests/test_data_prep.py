@@ -4,7 +4,6 @@ import gzip
 import os
 import shutil
 import subprocess
-from pathlib import Path
 
 import numpy as np
 import pytest

@@ -2,7 +2,6 @@
 promise that a new backend shows up everywhere without other edits."""
 import json
 import subprocess
-import sys
 import time
 
 import numpy as np

@@ -1,12 +1,10 @@
 """The runner: every backend trains through it and leaves a record; cache states are real
 and measured; the monitor samples; refusals and interruptions are clean; limits bite."""
-import json
 import os
 import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 

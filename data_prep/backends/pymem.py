@@ -1,7 +1,6 @@
 """In-memory arrays from Python: a compressed .npz of uint8 pixels and labels that a pycaffe
 driver (experiments/pymem_train.py) loads whole, transforms with numpy to float32 and hands
 to MemoryData (Net.set_input_arrays). The MemoryData layer applies no transform itself."""
-from pathlib import Path
 
 import numpy as np
 
