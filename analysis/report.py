@@ -286,8 +286,8 @@ def footprints(records):
     (the paper's 238 MB for 60,000 MNIST PNGs matches allocated size: 60,000 x 4 KiB blocks)."""
     seen = {(r.dataset, r.backend): r.train_footprint or r.artifact_footprint for r in records}
     paper = {(row["dataset"], row["backend"]): row["size"] for row in REFERENCE["footprint"]["rows"]}
-    rows = []
-    for (d, b) in sorted(set(seen) | set(paper)):
+    rows, present = [], {d for d, _ in seen}
+    for (d, b) in sorted(k for k in set(seen) | set(paper) if k[0] in present):
         fp = seen.get((d, b))
         rows.append([d, b, paper.get((d, b), "-"), mib(fp["apparent_bytes"]) if fp else "-",
                      mib(fp["allocated_bytes"]) if fp else "-", str(fp["files"]) if fp else "-"])
