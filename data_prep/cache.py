@@ -10,6 +10,7 @@ import ctypes.util
 import mmap
 import os
 import subprocess
+import sys
 
 _libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
 _libc.mmap.restype = ctypes.c_void_p
@@ -80,19 +81,26 @@ def fadvise_dontneed(files):
             os.close(fd)
 
 
-def warm(files):
-    """Read every byte once so the artifact sits in the page cache."""
+def warm(files, enter=None):
+    """Read every byte once so the artifact sits in the page cache. enter: a function that puts
+    a child process into the training's cgroup, so that the pages are charged to its memory
+    limit as the training's own reads would be (read from outside, a warm artifact larger than
+    the limit would stay cached whole, which a machine of that memory could not do)."""
+    if enter is not None:
+        script = "import sys\nfor p in sys.argv[1:]:\n    f = open(p, 'rb')\n    while f.read(1 << 22): pass\n"
+        subprocess.run([sys.executable, "-c", script] + [str(f) for f in files], check=True, preexec_fn=enter)
+        return
     for f in files:
         with open(f, "rb") as fh:
             while fh.read(1 << 22):
                 pass
 
 
-def make_state(state, files, cold_fallback=None):
+def make_state(state, files, cold_fallback=None, enter=None):
     """Put the artifact's files in `state` ('warm' or 'cold'); return how that was done."""
     if state == "warm":
-        warm(files)
-        return "read"
+        warm(files, enter)
+        return "read" if enter is None else "read in the training's cgroup"
     if state != "cold":
         raise ValueError(f"cache state must be warm or cold, not {state!r}")
     if can_drop_caches():
@@ -104,9 +112,9 @@ def make_state(state, files, cold_fallback=None):
     drop_caches()  # raises the clear error
 
 
-def set_and_measure(state, files, cold_fallback=None):
+def set_and_measure(state, files, cold_fallback=None, enter=None):
     """make_state, then the share of the artifact resident; returns (how, resident)."""
-    how = make_state(state, files, cold_fallback)
+    how = make_state(state, files, cold_fallback, enter)
     resident = residency(files)
     if how == "drop_caches":
         # measuring opened every file and brought its dentry and inode back: drop those

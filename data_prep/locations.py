@@ -66,9 +66,10 @@ class LocalFolder:
     def footprint(self):
         return footprint(self.files)
 
-    def set_cache(self, state, cold_fallback=None):
-        """Put the artifact in `state` (warm | cold); returns (how, resident fraction)."""
-        return cache.set_and_measure(state, self.files, cold_fallback)
+    def set_cache(self, state, cold_fallback=None, group=None):
+        """Put the artifact in `state` (warm | cold); returns (how, resident fraction). With a
+        cgroup, warming reads inside it, so its memory limit bounds what stays cached."""
+        return cache.set_and_measure(state, self.files, cold_fallback, group.enter if group else None)
 
     def block_device(self):
         return block_device_of(self.path)

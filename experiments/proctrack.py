@@ -1,6 +1,6 @@
 """What the training process itself did, beside the machine-wide monitor: the bytes it and
 its children read (/proc/PID/io, read at exit before it is reaped, so nothing is missed),
-its CPU seconds, and each thread's CPU by role (Caffe's data-prefetch threads are named
+its CPU seconds, its peak resident memory (sampled), and each thread's CPU by role (Caffe's data-prefetch threads are named
 "caffe-prefetch" by caffe/patches/0010; the main thread is the solver)."""
 import os
 import threading
@@ -33,13 +33,25 @@ def thread_cpu(pid):
     return out
 
 
+def resident_bytes(pid):
+    """The process's resident memory now (0 once it has exited)."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
 class Tracker:
     """Watches a child process. A thread blocks until it exits and stamps that moment (a
     polling loop would round the run's wall time to its period); the child is left unreaped (a
     zombie) so that its counters, its reaped children's included, can still be read."""
 
     def __init__(self, pid):
-        self.pid, self.threads, self.ended_at = pid, {}, None
+        self.pid, self.threads, self.ended_at, self.peak_rss = pid, {}, None, 0
         self._exited = threading.Event()
         threading.Thread(target=self._wait, daemon=True).start()
 
@@ -50,6 +62,7 @@ class Tracker:
 
     def sample(self):
         self.threads.update(thread_cpu(self.pid))
+        self.peak_rss = max(self.peak_rss, resident_bytes(self.pid))
 
     def wait(self, timeout):
         """True once the process has exited; otherwise waits up to `timeout` seconds."""
@@ -73,4 +86,4 @@ class Tracker:
             roles[role] = round(roles.get(role, 0.0) + seconds, 3)
         return {"read_bytes": io.get("read_bytes"), "read_chars": io.get("rchar"),
                 "cpu_seconds": round(cpu, 3), "thread_cpu_seconds": roles,
-                "threads_seen": len(self.threads)}
+                "threads_seen": len(self.threads), "peak_rss_bytes": self.peak_rss or None}

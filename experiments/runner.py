@@ -175,7 +175,7 @@ def _run_locked(spec, log):
 def _train_and_record(spec, run_id, run_dir, dataset, backend, dest, location, compute, test_iter, group, env,
                       log):
     cmd = backend.train_command(run_dir / "solver.prototxt", dest, dataset, spec.gpu)
-    how, resident = location.set_cache(spec.cache, spec.cold_fallback)
+    how, resident = location.set_cache(spec.cache, spec.cold_fallback, group)
     log(f"{dataset.name} {backend.name} {spec.cache} #{spec.repeat}: cache made {spec.cache} by {how}, "
         f"{resident:.1%} of {len(location.files)} files resident; compute: {_compute_words(compute)}")
 

@@ -39,6 +39,7 @@ def test_each_backend_trains_through_the_runner(backend, mnist_small, results):
     assert r.cache_resident_fraction > 0.99
     assert r.monitor["samples"] >= 1 and "cpu_user_mean" in r.monitor
     assert r.process["cpu_seconds"] > 0 and "solver (main thread)" in r.process["thread_cpu_seconds"]
+    assert 10 * 2**20 < r.process["peak_rss_bytes"] < 4 * 2**30
     assert r.location["kind"] == "local" and r.location["path"].endswith(f"mnist/{backend}")
     run_dir = results / r.run_dir
     assert (run_dir / "caffe.log").exists() and (run_dir / "monitor.csv").exists()
@@ -176,3 +177,25 @@ def test_relative_data_and_results_folders_work(mnist_small, tmp_path):
                         "--data", "data", "--out", "out"], cwd=tmp_path, capture_output=True, text=True)
     assert p.returncode == 0, p.stderr
     assert [r.status for r in runner.recorded(tmp_path / "out", "mnist")] == ["ok"]
+
+
+def test_warming_under_a_memory_limit_keeps_only_what_the_limit_allows(tmp_path):
+    """A warm artifact larger than the training's memory cannot stay cached whole: the warm
+    read runs inside the training's cgroup, as the training's own reads would."""
+    if not cache.can_drop_caches() or cgroup.version() is None:
+        pytest.skip("needs root and a cgroup hierarchy")
+    from data_prep import locations
+    big = tmp_path / "big.bin"
+    with open(big, "wb") as f:
+        for _ in range(32):
+            f.write(b"\x01" * (8 << 20))  # 256 MiB
+    location = locations.LocalFolder(tmp_path, [big])
+    group = cgroup.create(cgroup.Limits(mem_bytes=96 * 2**20), f"test-warm-{os.getpid()}", location)
+    try:
+        cache.drop_caches()
+        how, limited = location.set_cache("warm", group=group)
+    finally:
+        group.remove()
+    how_free, free = location.set_cache("warm")
+    assert how == "read in the training's cgroup" and limited < 0.5, limited
+    assert how_free == "read" and free == 1.0
