@@ -144,7 +144,7 @@ def fig_time(dataset, records, out, setup=None, suffix=""):
     n = sorted({s["n"] for k, s in stats.items() if k[0] == dataset})
     n_text = f"n = {n[0]}" if len(n) == 1 else f"n = {n[0]}..{n[-1]}"
     sd_text = " (one run per bar: no spread shown)" if n == [1] else ", bars: +- sd"
-    ax.set_title(f"{datasets.get(dataset).label}: training time, warm (solid) / cold (hatched), grey: start-up; "
+    ax.set_title(f"{datasets.get(dataset).label}: training time, warm (solid) / cold (hatched), grey: start-up\n"
                  f"{n_text}{sd_text}" + ("; x = paper" if stock and marks else
                                           "" if stock else "; shortened runs, the paper's seconds not shown")
                  + ("\n" + describe_setup(setup, records, dataset) if setup else ""), fontsize=8)
