@@ -170,7 +170,7 @@ def _grouped_bars(ax, present, series, ylabel):
             xs = [i - 0.4 + width * (2 * s_i + c_i + 0.5) for i in range(len(present))]
             ax.bar(xs, [values.get((b, cache), 0) for b in present], width, color=colour,
                    alpha=1.0 if cache == "warm" else 0.6, hatch=None if cache == "warm" else "//",
-                   edgecolor="black", linewidth=0.4, label=f"{label}, {cache}" if len(series) > 1 or True else None)
+                   edgecolor="black", linewidth=0.4, label=f"{label}, {cache}")
     ax.set_xticks(range(len(present)), [backends.get(b).label for b in present], fontsize=7, rotation=15)
     ax.set_ylabel(ylabel, fontsize=8)
     ax.legend(fontsize=6)

@@ -81,19 +81,18 @@ def fadvise_dontneed(files):
             os.close(fd)
 
 
+# reads every file named on stdin (70,000 paths are more than a command line may hold)
+_READ_ALL = "import sys\nfor p in sys.stdin.read().splitlines():\n    f = open(p, 'rb')\n    while f.read(1 << 22): pass\n"
+
+
 def warm(files, enter=None):
-    """Read every byte once so the artifact sits in the page cache. enter: a function that puts
-    a child process into the training's cgroup, so that the pages are charged to its memory
-    limit as the training's own reads would be (read from outside, a warm artifact larger than
-    the limit would stay cached whole, which a machine of that memory could not do)."""
-    if enter is not None:
-        script = "import sys\nfor p in sys.argv[1:]:\n    f = open(p, 'rb')\n    while f.read(1 << 22): pass\n"
-        subprocess.run([sys.executable, "-c", script] + [str(f) for f in files], check=True, preexec_fn=enter)
-        return
-    for f in files:
-        with open(f, "rb") as fh:
-            while fh.read(1 << 22):
-                pass
+    """Read every byte once, in a child process, so the artifact sits in the page cache.
+    enter: a function that puts the child into the training's cgroup, so that the pages are
+    charged to its memory limit as the training's own reads would be (read from outside, a
+    warm artifact larger than the limit would stay cached whole, which a machine of that
+    memory could not do)."""
+    subprocess.run([sys.executable, "-c", _READ_ALL], input="\n".join(map(str, files)), text=True,
+                   check=True, preexec_fn=enter)
 
 
 def make_state(state, files, cold_fallback=None, enter=None):

@@ -63,9 +63,6 @@ class LocalFolder:
     def __init__(self, path, files):
         self.path, self.files = Path(path), list(files)
 
-    def footprint(self):
-        return footprint(self.files)
-
     def set_cache(self, state, cold_fallback=None, group=None):
         """Put the artifact in `state` (warm | cold); returns (how, resident fraction). With a
         cgroup, warming reads inside it, so its memory limit bounds what stays cached."""

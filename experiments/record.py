@@ -4,7 +4,7 @@ that field None (shown as unknown), so committed results stay readable."""
 import fcntl
 import json
 import os
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 
@@ -47,7 +47,6 @@ class Record:
     environment: dict = None              # build, machine, kernel
     run_dir: str = None
     finished: str = None
-    results_dir: str = field(default=None, metadata={"saved": False})  # the folder it was loaded from
 
     @classmethod
     def from_dict(cls, d):
@@ -58,8 +57,7 @@ class Record:
         return r
 
     def to_dict(self):
-        return {k: v for k, v in asdict(self).items()
-                if next(f for f in fields(self) if f.name == k).metadata.get("saved", True)}
+        return asdict(self)
 
     @property
     def ok(self):
@@ -118,9 +116,7 @@ def load(paths):
         for f in files:
             for line in f.read_text().splitlines():
                 if line.strip():
-                    r = Record.from_dict(json.loads(line))
-                    r.results_dir = str(f.parent.parent)
-                    records.append(r)
+                    records.append(Record.from_dict(json.loads(line)))
     return records
 
 

@@ -23,7 +23,7 @@ import psutil
 import toolchain
 from data_prep import backends, datasets, locations
 from experiments import accelerators, caffe_log, cgroup, proctrack
-from experiments.record import Record, append, recorded  # noqa: F401  (recorded: for callers)
+from experiments.record import Record, append
 
 ROOT = toolchain.ROOT
 LOCK = Path(os.environ.get("IMGSTORE_LOCK", "/tmp/imgstore-run.lock"))
@@ -78,7 +78,7 @@ def write_net_files(spec, run_dir, dataset, backend, dest, compute):
     (run_dir / "solver.prototxt").write_text(solver_text(
         model, run_dir / "train.prototxt", run_dir / "test.prototxt", run_dir / "snapshot",
         gpu=spec.gpu >= 0, max_iter=max_iter, test_iter=test_iter, test_interval=test_interval, seed=spec.seed))
-    return test_iter
+    return max_iter, test_iter
 
 
 def environment():
@@ -160,20 +160,20 @@ def _run_locked(spec, log):
     run_id = time.strftime("%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:6]
     run_dir = Path(spec.results) / dataset.name / "runs" / run_id
     run_dir.mkdir(parents=True)
-    test_iter = write_net_files(spec, run_dir, dataset, backend, dest, compute)
+    max_iter, test_iter = write_net_files(spec, run_dir, dataset, backend, dest, compute)
     location = locations.of(backend, dest)
     # limits first: a run refused for them must not have flushed the page cache
     group = cgroup.create(spec.limits, run_id, location) if spec.limits.any() else None
     try:
-        return _train_and_record(spec, run_id, run_dir, dataset, backend, dest, location, compute, test_iter,
-                                 group, env, log)
+        return _train_and_record(spec, run_id, run_dir, dataset, backend, dest, location, compute,
+                                 (max_iter, test_iter), group, env, log)
     finally:
         if group:
             group.remove()
 
 
-def _train_and_record(spec, run_id, run_dir, dataset, backend, dest, location, compute, test_iter, group, env,
-                      log):
+def _train_and_record(spec, run_id, run_dir, dataset, backend, dest, location, compute, iters, group, env, log):
+    max_iter, test_iter = iters
     cmd = backend.train_command(run_dir / "solver.prototxt", dest, dataset, spec.gpu)
     how, resident = location.set_cache(spec.cache, spec.cold_fallback, group)
     log(f"{dataset.name} {backend.name} {spec.cache} #{spec.repeat}: cache made {spec.cache} by {how}, "
@@ -185,7 +185,6 @@ def _train_and_record(spec, run_id, run_dir, dataset, backend, dest, location, c
     monitor = subprocess.Popen([str(toolchain.PYTHON), str(ROOT / "monitor" / "sampler.py"), str(run_dir / "monitor.csv"),
                                 "--interval", str(spec.monitor_interval)] + (["--device", device] if device else []),
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    max_iter = spec.iters or dataset.model.solver.max_iter
     start, proc, process, end = time.time(), None, {}, None
     try:
         with open(run_dir / "caffe.log", "w") as logf:
@@ -260,12 +259,23 @@ class Progress:
         self.enabled, self.tty = enabled, sys.stderr.isatty()
         self.every = every if every is not None else (0 if self.tty else 30)
         self.start, self.last_shown, self.first = time.time(), 0.0, None
+        self.read_to, self.iteration = 0, None  # how far the log was read; the last iteration in it
+
+    def _new_iteration(self):
+        """The last iteration in what Caffe wrote since the last look (the log is read once)."""
+        with open(self.log_path, "rb") as f:
+            f.seek(self.read_to)
+            chunk = f.read()
+        complete = chunk.rfind(b"\n") + 1  # a half-written line waits for the next look
+        self.read_to += complete
+        found = caffe_log.last_iteration(chunk[:complete].decode(errors="replace"))
+        self.iteration = found if found is not None else self.iteration
+        return self.iteration
 
     def show(self):
         if not self.enabled or time.time() - self.last_shown < max(self.every, 1.0):
             return
-        text = self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
-        it = caffe_log.last_iteration(text)
+        it = self._new_iteration()
         now = time.time()
         if it is None:
             line = f"    starting ({now - self.start:.0f} s)"

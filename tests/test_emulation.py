@@ -77,6 +77,8 @@ def test_an_unknown_accelerator_or_a_net_missing_from_a_profile_is_a_clear_error
     p = subprocess.run([PY, str(ROOT / "experiments" / "run.py"), "mnist", "lmdb", "warm", "--accelerator", "tpu9",
                         "--data", str(mnist_small.parent), "--out", str(tmp_path)], capture_output=True, text=True)
     assert p.returncode == 2 and "unknown accelerator 'tpu9'" in p.stderr and "h100" in p.stderr
+    with pytest.raises(accelerators.AcceleratorError, match="1.2.3ms: not a time"):
+        accelerators.choose("1.2.3ms", datasets.get("mnist").model, -1)
     table = tmp_path / "accelerators.json"
     table.write_text(json.dumps({"tiny": {"lenet": {"train_ms": 1, "test_ms": 1, "source": "test"}}}))
     monkeypatch.setattr(accelerators, "PROFILES_FILE", table)

@@ -11,6 +11,7 @@ import pytest
 from conftest import ROOT, run
 from data_prep import backends, cache
 from experiments import cgroup, runner
+from experiments.record import recorded
 
 PY = str(ROOT / ".venv" / "bin" / "python")
 BACKENDS = list(backends.REGISTRY)
@@ -29,7 +30,7 @@ def run_cli(args, **kw):
 def test_each_backend_trains_through_the_runner(backend, mnist_small, results):
     run_cli(["mnist", backend, "warm", "--cpu", "--iters", "40", "--test-interval", "40",
              "--data", str(mnist_small.parent), "--out", str(results)])
-    records = [r for r in runner.recorded(results, "mnist") if r.backend == backend]
+    records = [r for r in recorded(results, "mnist") if r.backend == backend]
     assert len(records) == 1
     r = records[0]
     assert r.ok and r.iterations == 40 and r.cache == "warm" and r.compute == {"mode": "cpu"} and r.au is None
@@ -50,7 +51,7 @@ def test_a_recorded_run_is_skipped(mnist_small, tmp_path):
     args = ["mnist", "lmdb", "warm", "--iters", "20", "--data", str(mnist_small.parent), "--out", str(tmp_path)]
     assert "already recorded" not in run_cli(args).stderr
     assert "already recorded" in run_cli(args).stderr
-    assert len(runner.recorded(tmp_path, "mnist")) == 1
+    assert len(recorded(tmp_path, "mnist")) == 1
 
 
 def test_cold_run_is_measured_not_resident(mnist_small, tmp_path):
@@ -58,7 +59,7 @@ def test_cold_run_is_measured_not_resident(mnist_small, tmp_path):
         pytest.skip("needs root to drop caches")
     run_cli(["mnist", "images", "cold", "--cpu", "--iters", "20", "--test-interval", "20",
              "--data", str(mnist_small.parent), "--out", str(tmp_path)])
-    [r] = runner.recorded(tmp_path, "mnist")
+    [r] = recorded(tmp_path, "mnist")
     assert r.cache_method == "drop_caches"
     assert r.cache_resident_fraction < 0.05
     assert r.process["read_bytes"] > 0.5 * r.train_footprint["apparent_bytes"]  # the run itself read the files
@@ -120,7 +121,7 @@ def test_an_interrupted_run_leaves_no_record(mnist_small, tmp_path):
     os.killpg(p.pid, signal.SIGINT)
     _, err = p.communicate(timeout=60)
     assert p.returncode == 130, err
-    assert runner.recorded(tmp_path, "mnist") == []
+    assert recorded(tmp_path, "mnist") == []
 
 
 def test_limits_without_a_cgroup_hierarchy_are_refused_clearly(mnist_small, tmp_path):
@@ -129,7 +130,7 @@ def test_limits_without_a_cgroup_hierarchy_are_refused_clearly(mnist_small, tmp_
                         "--iters", "10", "--mem-limit", "1G", "--data", str(mnist_small.parent),
                         "--out", str(tmp_path / "r")], capture_output=True, text=True, env=env)
     assert p.returncode == 2 and "holds no cgroup hierarchy" in p.stderr
-    assert runner.recorded(tmp_path / "r", "mnist") == []
+    assert recorded(tmp_path / "r", "mnist") == []
 
 
 def test_paper2016_profile_sets_the_documented_limits_and_a_changed_one_is_not_the_profile():
@@ -176,7 +177,7 @@ def test_relative_data_and_results_folders_work(mnist_small, tmp_path):
     p = subprocess.run([PY, str(ROOT / "experiments" / "run.py"), "mnist", "lmdb", "warm", "--iters", "10",
                         "--data", "data", "--out", "out"], cwd=tmp_path, capture_output=True, text=True)
     assert p.returncode == 0, p.stderr
-    assert [r.status for r in runner.recorded(tmp_path / "out", "mnist")] == ["ok"]
+    assert [r.status for r in recorded(tmp_path / "out", "mnist")] == ["ok"]
 
 
 def test_warming_under_a_memory_limit_keeps_only_what_the_limit_allows(tmp_path):
@@ -199,3 +200,13 @@ def test_warming_under_a_memory_limit_keeps_only_what_the_limit_allows(tmp_path)
     how_free, free = location.set_cache("warm")
     assert how == "read in the training's cgroup" and limited < 0.5, limited
     assert how_free == "read" and free == 1.0
+
+
+def test_warming_takes_more_files_than_a_command_line_holds(tmp_path):
+    """MNIST as image files is 70,002 paths, ~3 MB of names: more than one exec may carry."""
+    one = tmp_path / "a.png"
+    one.write_bytes(b"\x02" * 4096)
+    files = [one] * 70_002
+    cache.fadvise_dontneed([one])
+    cache.warm(files, enter=lambda: None)  # the child as the runner starts it inside a cgroup
+    assert cache.residency([one]) == 1.0
