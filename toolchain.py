@@ -41,3 +41,23 @@ def build_options():
 
 def cuda_built():
     return "-DCPU_ONLY=OFF" in (build_options() or [])
+
+
+DELAY_PROXY = BUILD / "delay_proxy"   # data_prep/delay_proxy.c: network delay without netem
+
+
+def delay_proxy():
+    """The delay proxy, compiled on first use (and again when its source changes)."""
+    import os
+    import subprocess
+    source = ROOT / "data_prep" / "delay_proxy.c"
+    if DELAY_PROXY.exists() and DELAY_PROXY.stat().st_mtime >= source.stat().st_mtime:
+        return DELAY_PROXY
+    BUILD.mkdir(exist_ok=True)
+    partial = DELAY_PROXY.with_name(f"delay_proxy.partial{os.getpid()}")
+    done = subprocess.run(["gcc", "-O2", "-Wall", "-pthread", "-o", str(partial), str(source)],
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        raise MissingBuild(f"cannot compile {source}:\n{done.stderr}")
+    os.replace(partial, DELAY_PROXY)
+    return DELAY_PROXY

@@ -82,7 +82,7 @@ if [ "$gpu" = auto ]; then
 fi
 cmake_opts=(-DCMAKE_BUILD_TYPE=Release -DBLAS=Open -Dpython_version=3 -DBUILD_python=ON
             -DBUILD_python_layer=OFF -DBUILD_docs=OFF -DBUILD_matlab=OFF -DUSE_NCCL=OFF
-            -DUSE_LMDB=ON -DUSE_LEVELDB=ON -DUSE_OPENCV=ON -DUSE_HDF5=ON)
+            -DUSE_LMDB=ON -DUSE_LEVELDB=ON -DUSE_OPENCV=ON -DUSE_HDF5=ON -DUSE_REDIS=ON)
 extra_rpath=""
 if [ "$gpu" = 1 ]; then
   [ -x "$cuda_root/bin/nvcc" ] || { echo "CAFFE_GPU=1 but nvcc was not found (set CUDA_ROOT)" >&2; exit 1; }

@@ -23,7 +23,6 @@ from tqdm import tqdm
 
 from data_prep import backends, datasets
 from data_prep.datasets import SourceError
-from data_prep.locations import footprint
 
 MANIFEST = "manifest.json"
 
@@ -168,21 +167,26 @@ def dataset_lock(out):
         yield
 
 
-def context(dataset, final_dir, mean):
+def context(dataset, final_dir, mean, overwrite=False):
     """dataset: a Dataset or its name."""
     dataset = datasets.get(dataset) if isinstance(dataset, str) else dataset
     return backends.WriteContext(dataset=dataset, final_dir=final_dir, scale=dataset.model.transform.scale,
-                                 mean=mean)
+                                 mean=mean, overwrite=overwrite)
 
 
-def write_artifact(source, backend, out, mean, jobs, progress=True, want_train_sum=False):
+def write_artifact(source, backend, out, mean, jobs, progress=True, want_train_sum=False, overwrite=False):
     """Write one backend's artifact; returns its manifest and, if asked, the train split's
     exact pixel sum (for the mean, made in the same pass)."""
     final = out / backend.name
     partial = out / f".{backend.name}.partial"
     shutil.rmtree(partial, ignore_errors=True)
     partial.mkdir()
-    ctx = context(source.dataset, final, mean)
+    with backend.session(partial):
+        return _write_artifact(source, backend, out, mean, jobs, progress, want_train_sum,
+                               context(source.dataset, final, mean, overwrite), final, partial)
+
+
+def _write_artifact(source, backend, out, mean, jobs, progress, want_train_sum, ctx, final, partial):
     started = time.time()
     train_sum = None
     try:
@@ -201,10 +205,10 @@ def write_artifact(source, backend, out, mean, jobs, progress=True, want_train_s
             "channel_order": "BGR", "seconds": round(time.time() - started, 2),
             "created": time.strftime("%Y-%m-%dT%H:%M:%S"),
             "splits": {s.phase: {"count": s.count, "shape": list(s.shape),
-                                 "footprint": footprint(backend.files(partial, s.phase))}
+                                 "footprint": backend.footprint(partial, s.phase)}
                        for s in source.splits()},
         }
-        manifest["footprint"] = footprint(backend.files(partial))
+        manifest["footprint"] = backend.footprint(partial)
         (partial / MANIFEST).write_text(json.dumps(manifest, indent=1))
     except OSError as e:
         shutil.rmtree(partial, ignore_errors=True)
@@ -264,7 +268,7 @@ def prepare(dataset, backend_names, out_root, source_path=None, limit=None, coun
             if need_mean and backend.pretransformed:
                 mean, need_mean = _save_mean(compute_mean(source.train, jobs, progress), source, out, log), False
             results[backend.name], train_sum = write_artifact(source, backend, out, mean, jobs, progress,
-                                                              want_train_sum=need_mean)
+                                                              want_train_sum=need_mean, overwrite=force)
             log(f"  {backend.name}: written in {results[backend.name]['seconds']} s")
             if need_mean:
                 mean = _save_mean(mean_from_sum(train_sum, source.train.count), source, out, log)

@@ -3,14 +3,15 @@ its location kind; the runner and the monitor ask the location, never the backen
 for the files, the footprint, what cold and warm mean and how to get there, the device to
 watch and the device to limit.
 
-Today one kind: a local folder. A server (a Redis Cluster, say) is another class here with
-the same methods: footprint as the servers report it, its own meaning of cold, the network
-interface to watch.
+Two kinds: a local folder, and a Redis Cluster started by the project (its records in the
+servers' memory, reached over loopback, through a delay proxy when a round trip is asked).
 """
 import os
+import time
 from pathlib import Path
 
 from data_prep import cache
+from data_prep.errors import SourceError
 
 
 def footprint(files):
@@ -60,7 +61,9 @@ class LocalFolder:
     warm: every byte read once. Either way the resident share is measured (mincore)."""
     kind = "local"
 
-    def __init__(self, path, files):
+    def __init__(self, path, files, rtt_ms=None):
+        if rtt_ms is not None:
+            raise LocationError(f"{path}: a round trip (--rtt) applies to data on a server, not a local folder")
         self.path, self.files = Path(path), list(files)
 
     def set_cache(self, state, cold_fallback=None, group=None):
@@ -79,10 +82,72 @@ class LocalFolder:
         return {"kind": self.kind, "path": str(self.path), "device": self.block_device(),
                 "filesystem": filesystem_of(self.path)}
 
+    def close(self):
+        pass
 
-LOCATIONS = {"local": LocalFolder}
+
+class RedisClusterLocation:
+    """Records in a Redis Cluster's memory (data_prep.redis_cluster). An in-memory store has no
+    cold reads; what can be cold is the servers: cold = every node stopped, the page cache
+    dropped, the nodes restarted from their RDB files (the load is timed, not part of the run);
+    warm = the cluster up and every record read once through the network. Clients reach the
+    nodes directly or, with a round trip asked, through the delay proxy. The cluster is stopped
+    after the run if this run started it."""
+    kind = "redis-cluster"
+
+    def __init__(self, path, files, rtt_ms=None):
+        from data_prep.backends import redis_store
+        self.path, self.files, self.rtt_ms = Path(path), [], rtt_ms
+        self.cluster = redis_store.cluster_of(path)
+        self.started, self.load_seconds, self.usage_before = False, None, None
+
+    def set_cache(self, state, cold_fallback=None, group=None):
+        from data_prep.backends import redis_store
+        if state == "cold":
+            self.cluster.stop()
+            cache.drop_caches()
+            t = time.time()
+            self.started = self.cluster.start(self.rtt_ms)
+            self.load_seconds = round(time.time() - t, 3)
+            how = "servers restarted from their RDB files after drop_caches"
+        else:
+            self.started = self.cluster.start(self.rtt_ms)
+            for phase in ("train", "test"):
+                for _ in redis_store.RedisBackend().items((self.path, phase)):
+                    pass
+            how = "every record read once over the network"
+        self.usage_before = self.cluster.server_usage()
+        return how, 1.0  # the servers hold every record in memory either way
+
+    def block_device(self):
+        return None  # the monitor then counts every disk
+
+    def limit_target(self):
+        raise LocationError("read IOPS/bandwidth limits apply to a local disk; a Redis Cluster is reached "
+                            "over the network (use --rtt)")
+
+    def describe(self):
+        d = dict(self.cluster.describe(), kind=self.kind, root=str(self.cluster.root),
+                 load_seconds=self.load_seconds)
+        after = self.cluster.server_usage()
+        d["servers"] = {port: None if not now or not (self.usage_before or {}).get(port) else
+                        {"cpu_seconds": round(now["cpu_seconds"] - self.usage_before[port]["cpu_seconds"], 3),
+                         "rss_bytes": now["rss_bytes"]}
+                        for port, now in after.items()}
+        return d
+
+    def close(self):
+        if self.started:
+            self.cluster.stop()
 
 
-def of(backend, dest):
-    """The location of `backend`'s artifact at `dest`."""
-    return LOCATIONS[backend.location](dest, backend.files(dest))
+class LocationError(SourceError):
+    pass
+
+
+LOCATIONS = {"local": LocalFolder, "redis-cluster": RedisClusterLocation}
+
+
+def of(backend, dest, rtt_ms=None):
+    """The location of `backend`'s artifact at `dest`; rtt_ms: the round trip to a server."""
+    return LOCATIONS[backend.location](dest, backend.files(dest), rtt_ms)

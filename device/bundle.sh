@@ -84,7 +84,8 @@ cp -L "$opencv"/lib/libopencv_{core,imgproc,imgcodecs}.so.406 "$out.partial/lib/
 cp "$boost_lib" "$out.partial/lib/"
 for so in libglog.so.1 libgflags.so.2.2 libboost_thread.so.1.74.0 libboost_filesystem.so.1.74.0 \
           libboost_system.so.1.74.0 libboost_atomic.so.1.74.0 liblmdb.so.0 libleveldb.so.1d \
-          libsnappy.so.1 libunwind.so.8 libjpeg.so.62 libhdf5_serial.so.103 libhdf5_serial_hl.so.100; do
+          libsnappy.so.1 libunwind.so.8 libjpeg.so.62 libhdf5_serial.so.103 libhdf5_serial_hl.so.100 \
+          libhiredis.so.0.14; do
   cp -L "/usr/lib/x86_64-linux-gnu/$so" "$out.partial/lib/"
 done
 strip --strip-unneeded "$out.partial"/lib/*.so* "$out.partial"/caffe/lib/*.so* 2>/dev/null || true

@@ -38,7 +38,8 @@ class Record:
     source_fingerprint: str = None
     artifact_footprint: dict = None
     train_footprint: dict = None          # what the paper's Table 2 counts
-    location: dict = None                 # where the artifact lived (kind, path, device, filesystem)
+    location: dict = None                 # where the artifact lived (kind, path, device, filesystem; servers, rtt)
+    read_options: dict = None             # DataParameter settings of the reader (redis: prefetch_depth, out_of_order)
     limits: dict = None                   # every limit as applied, and the profile when its values were used
     command: list = None
     monitor: dict = None                  # machine-wide: CPU %, memory, block reads, GPU

@@ -7,6 +7,7 @@ the system monitor on, and record the run (results/DATASET/records.jsonl).
   python experiments/run.py imagenet images cold --mem-limit 4G --iters 500
   python experiments/run.py mnist images cold --profile paper2016   # the paper's 2016 machine
   python experiments/run.py mnist lmdb warm --accelerator 2.5ms      # an accelerator of your own
+  python experiments/run.py cifar10 redis warm --rtt 50ms --out-of-order  # a Redis Cluster, 50 ms away
 
 Compute: with a CUDA build of Caffe, the real GPU. Without one, an emulated H100: Caffe runs
 for real (data layers, prefetch threads, transformer, page cache, disk) and only the net's
@@ -60,6 +61,13 @@ def parser():
     p.add_argument("--profile", choices=list(PROFILES),
                    help="emulate a whole machine: paper2016 = 8 cores, 16 GiB, an HDD's 150 read IOPS and "
                         "600 MB/s, and the paper's Titan X (emulated) unless a GPU is used")
+    net = p.add_argument_group("data on a server (redis)")
+    net.add_argument("--rtt", help="round trip between Caffe and the servers, e.g. 10ms, added by a delay "
+                     "proxy on loopback (default: none, direct)")
+    net.add_argument("--prefetch-depth", type=int, help="requests Caffe keeps in flight (DataParameter "
+                     "prefetch_depth; Caffe's default 128; 1: one request per round trip)")
+    net.add_argument("--out-of-order", action="store_true", help="hand records to the net in arrival "
+                     "order, not key order (DataParameter out_of_order)")
     p.add_argument("--cold-fallback", choices=["fadvise"],
                    help="without root, make 'cold' with posix_fadvise(DONTNEED) (recorded as such)")
     p.add_argument("--count", type=int, help="train images of a generated stand-in, when the data must be "
@@ -97,21 +105,49 @@ def compute_choice(a):
     return gpu, PROFILE_ACCELERATOR.get(a.profile, "h100")
 
 
-def _same_setup(r, limits, accelerator, iters):
+def _same_setup(r, limits, accelerator, iters, network):
     c = r.compute or {}
+    rtt, read_options = network
     return (r.iterations_setting == iters and Limits.from_record(r.limits).as_dict() == limits.as_dict()
-            and (c.get("accelerator") if c.get("mode") == "emulated" else None) == accelerator)
+            and (c.get("accelerator") if c.get("mode") == "emulated" else None) == accelerator
+            and (r.location or {}).get("rtt_ms_asked") == rtt and (r.read_options or {}) == read_options)
+
+
+def network_choice(a):
+    """(round trip in ms or None, DataParameter read options) from the flags."""
+    from data_prep.redis_cluster import parse_ms
+    rtt = parse_ms(a.rtt) if a.rtt else None
+    options = {}
+    if a.prefetch_depth is not None:
+        if a.prefetch_depth < 1:
+            raise datasets.SourceError("--prefetch-depth must be at least 1")
+        options["prefetch_depth"] = a.prefetch_depth
+    if a.out_of_order:
+        options["out_of_order"] = True
+    return rtt, options
+
+
+def _network_for(backend, network):
+    """The flags that apply to this backend: a local folder has no round trip or read options."""
+    rtt, options = network
+    if not backends.get(backend).read_options:
+        return None, {}
+    return rtt, options
 
 
 def main(argv=None):
     a = parser().parse_args(argv)
     gpu, accelerator = compute_choice(a)
     limits = Limits.from_args(a.mem_limit, a.cpus, a.riops, a.rbps, a.profile)
-    done = {(r.backend, r.cache, r.repeat) for r in recorded(a.out, a.dataset)
-            if r.ok and _same_setup(r, limits, accelerator, a.iters)}
     from data_prep import build
     try:
+        network = network_choice(a)
+        done = {(r.backend, r.cache, r.repeat) for r in recorded(a.out, a.dataset)
+                if r.ok and _same_setup(r, limits, accelerator, a.iters, _network_for(r.backend, network))}
         cells = plan(a.dataset, a.backend, a.cache, a.repeats)
+        if (network[0] is not None or network[1]) and not any(backends.get(b).read_options for b, _, _ in cells):
+            raise datasets.SourceError("--rtt, --prefetch-depth and --out-of-order apply to data on a server "
+                                       f"(backends: {', '.join(n for n, b in backends.REGISTRY.items() if b.read_options)})")
         missing = sorted({b for b, _, _ in cells if build.load_manifest(Path(a.data) / a.dataset, b) is None})
         if missing:  # prepare only what is not there: an existing artifact is used as it is
             build.prepare(a.dataset, missing, a.data, count=a.count, log=lambda m: print(m, file=sys.stderr))
@@ -125,7 +161,9 @@ def main(argv=None):
             if (backend, cache_state, repeat) in done and not a.again:
                 print(f"{a.dataset} {backend} {cache_state} #{repeat}: already recorded", file=sys.stderr)
                 continue
+            rtt, read_options = _network_for(backend, network)
             spec = runner.RunSpec(a.dataset, backend, cache_state, repeat, a.iters, a.test_interval,
+                                  rtt_ms=rtt, read_options=read_options,
                                   gpu=gpu, accelerator=accelerator, data_root=Path(a.data), results=Path(a.out),
                                   limits=limits, cold_fallback=a.cold_fallback, seed=a.seed,
                                   plan={"position": position, "cells": len(cells), "order": "interleaved"},

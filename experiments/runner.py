@@ -53,6 +53,8 @@ class RunSpec:
     plan: dict = None                # position in the matrix's interleaved order
     iterations_reason: str = None    # why iters differ from the stock solver, if chosen for the user
     progress: bool = True            # a progress line on stderr while Caffe trains
+    rtt_ms: float = None             # round trip to a server location (delay proxy); None: direct
+    read_options: dict = field(default_factory=dict)  # DataParameter fields for the backend (redis)
 
 
 def test_interval_for(max_iter, wanted):
@@ -66,7 +68,10 @@ def write_net_files(spec, run_dir, dataset, backend, dest, compute):
     import caffe
     from models.nets import net_proto, solver_text
     model = dataset.model
-    layer = backend.data_layer(dest, dataset, dest.parent / "mean.binaryproto")
+    unknown = set(spec.read_options) - set(backend.read_options)
+    if unknown:
+        raise RunError(f"{backend.name} takes no read option {', '.join(sorted(unknown))}")
+    layer = backend.data_layer(dest, dataset, dest.parent / "mean.binaryproto", spec.read_options)
     emulated = compute.emulated
     test_emulated = (compute.test_ms_per_iteration, 0.0) if emulated else None
     (run_dir / "train.prototxt").write_text(str(net_proto(model, layer, caffe.TRAIN, emulated=emulated)))
@@ -125,8 +130,8 @@ def summarize_monitor(csv_path):
         if vals:
             out[f"{col}_mean"] = sum(vals) / len(vals)
             out[f"{col}_peak"] = max(vals)
-    for col in ["read_bytes", "read_requests"]:
-        out[f"{col}_total"] = sum(float(r[col]) for r in rows) if rows else 0
+    for col in ["read_bytes", "read_requests", "net_recv_bytes"]:
+        out[f"{col}_total"] = sum(float(r.get(col) or 0) for r in rows) if rows else 0
     self_path = Path(str(csv_path) + ".self.json")
     if self_path.exists():
         me = json.loads(self_path.read_text())
@@ -161,13 +166,14 @@ def _run_locked(spec, log):
     run_dir = Path(spec.results) / dataset.name / "runs" / run_id
     run_dir.mkdir(parents=True)
     max_iter, test_iter = write_net_files(spec, run_dir, dataset, backend, dest, compute)
-    location = locations.of(backend, dest)
+    location = locations.of(backend, dest, spec.rtt_ms)
     # limits first: a run refused for them must not have flushed the page cache
     group = cgroup.create(spec.limits, run_id, location) if spec.limits.any() else None
     try:
         return _train_and_record(spec, run_id, run_dir, dataset, backend, dest, location, compute,
                                  (max_iter, test_iter), group, env, log)
     finally:
+        location.close()
         if group:
             group.remove()
 
@@ -231,7 +237,7 @@ def _train_and_record(spec, run_id, run_dir, dataset, backend, dest, location, c
         compute=compute.as_dict(), au=round(au, 4) if au is not None else None, gpu_id=spec.gpu,
         source=manifest["source"], source_fingerprint=manifest["source_fingerprint"],
         artifact_footprint=manifest["footprint"], train_footprint=manifest["splits"]["train"]["footprint"],
-        location=location.describe(), limits=dict(spec.limits.as_dict(), cgroup=group.version if group else None,
+        location=location.describe(), read_options=spec.read_options or None, limits=dict(spec.limits.as_dict(), cgroup=group.version if group else None,
                     applied=group.applied if group else None),
         command=cmd, monitor=summarize_monitor(run_dir / "monitor.csv"), process=process, plan=spec.plan,
         environment=env, run_dir=str(run_dir.relative_to(spec.results)), finished=time.strftime("%Y-%m-%dT%H:%M:%S"))

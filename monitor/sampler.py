@@ -2,7 +2,8 @@
 """A 1 Hz system sampler: what the paper's Figures 5, 8 and 12 show.
 
 Writes one CSV row per interval: CPU user/system/iowait/idle %, memory used and page cache,
-reads (bytes and requests) on the block device holding the data, and GPU utilisation and
+reads (bytes and requests) on the block device holding the data, bytes received on every
+network interface (loopback included: a Redis Cluster on this machine), and GPU utilisation and
 memory through NVML when a GPU is present. Runs as its own process so that its cost is its
 own: on exit (SIGTERM/SIGINT) it writes its CPU seconds and wall time to OUT.self.json.
 
@@ -18,7 +19,7 @@ import time
 import psutil
 
 FIELDS = ["t", "cpu_user", "cpu_system", "cpu_iowait", "cpu_idle", "mem_used_bytes",
-          "mem_cached_bytes", "read_bytes", "read_requests", "gpu_util", "gpu_mem_used_bytes"]
+          "mem_cached_bytes", "read_bytes", "read_requests", "net_recv_bytes", "gpu_util", "gpu_mem_used_bytes"]
 
 
 class Gpu:
@@ -47,6 +48,11 @@ def disk_reads(device):
     return (c.read_bytes, c.read_count) if c else (0, 0)
 
 
+def net_received():
+    c = psutil.net_io_counters()
+    return c.bytes_recv if c else 0
+
+
 def run(out, device, interval):
     stop = []
     signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
@@ -55,7 +61,7 @@ def run(out, device, interval):
     me = psutil.Process()
     startup = me.cpu_times()  # imports and NVML init: a fixed cost, kept apart from the sampling's
     psutil.cpu_times_percent(None)
-    last_reads = disk_reads(device)
+    last_reads, last_net = disk_reads(device), net_received()
     with open(out, "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(FIELDS)
@@ -65,12 +71,12 @@ def run(out, device, interval):
             next_t += interval
             cpu = psutil.cpu_times_percent(None)
             mem = psutil.virtual_memory()
-            reads = disk_reads(device)
+            reads, net = disk_reads(device), net_received()
             w.writerow([round(time.time() - start, 3), cpu.user, cpu.system, getattr(cpu, "iowait", 0.0),
                         cpu.idle, mem.used, mem.cached, reads[0] - last_reads[0],
-                        reads[1] - last_reads[1], *gpu.sample()])
+                        reads[1] - last_reads[1], net - last_net, *gpu.sample()])
             f.flush()
-            last_reads = reads
+            last_reads, last_net = reads, net
     end = me.cpu_times()
     with open(out + ".self.json", "w") as f:
         json.dump({"cpu_seconds": (end.user + end.system) - (startup.user + startup.system),

@@ -10,6 +10,9 @@ ROOT = Path(__file__).resolve().parents[1]
 # quiet pycaffe in the test process; runs that parse Caffe logs ask for INFO themselves
 os.environ.setdefault("GLOG_minloglevel", "2")
 sys.path.insert(0, str(ROOT))
+# the tests' own Redis Cluster: ports of its own, a password made for this session
+os.environ["IMGSTORE_REDIS_PORT"] = os.environ.get("IMGSTORE_TEST_REDIS_PORT", "7510")
+os.environ.pop("IMGSTORE_REDIS_PASSWORD", None)
 
 
 def caffe_tool(name):
@@ -27,9 +30,10 @@ def data_root(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def mnist_small(data_root):
-    """Fashion-MNIST, the first 640 train and 640 test images, in all six backends."""
-    from data_prep import build
-    build.prepare("mnist", ["lmdb", "leveldb", "hdf5", "images", "pymem", "cppmem"], data_root,
+    """Fashion-MNIST, the first 640 train and 640 test images, in every backend (Redis: in
+    the data root's cluster, started for the writing and stopped again)."""
+    from data_prep import backends, build
+    build.prepare("mnist", list(backends.REGISTRY), data_root,
                   limit=640, progress=False, log=lambda *_: None)
     return data_root / "mnist"
 

@@ -248,7 +248,7 @@ def test_leveldb_is_left_as_caffe_will_find_it(tmp_path):
     assert [f.stat().st_size for f in art.rglob("*.log")] == [0, 0]
     manifest = build.load_manifest(tmp_path / "mnist", "leveldb")
     plyvel.DB(str(art / "train_leveldb")).close()
-    reopened = build.footprint(backends.get("leveldb").files(art, "train"))
+    reopened = backends.get("leveldb").footprint(art, "train")
     recorded = manifest["splits"]["train"]["footprint"]
     assert abs(reopened["apparent_bytes"] - recorded["apparent_bytes"]) < 1024  # LevelDB's info LOG grows
 

@@ -48,6 +48,7 @@ class WriteContext:
     scale: float               # the net's transform_param scale
     mean: np.ndarray = None    # C x H x W float32 mean (mean.binaryproto), or None
     phase_dir: Path = None     # the split's own folder while it is written (image files)
+    overwrite: bool = False    # a server may hold a data set no manifest here describes: replace it
 
     def transform(self, pixels):
         """What Caffe's DataTransformer computes for a uint8 C x H x W image (no crop/mirror)."""
@@ -65,7 +66,8 @@ class Backend:
     color = "#777777"        # its colour in every figure
     layer = ""               # Caffe layer type that reads it
     pretransformed = False
-    location = "local"       # key of experiments.locations.LOCATIONS: where its data lives
+    location = "local"       # key of data_prep.locations.LOCATIONS: where its data lives
+    read_options = ()        # DataParameter fields a run may set for this backend (run.py flags)
 
     def unsupported(self, dataset):
         """Why this backend cannot hold `dataset` (a Dataset), or None."""
@@ -95,7 +97,17 @@ class Backend:
     def paths(self, dest, phase):
         raise NotImplementedError
 
-    def data_layer(self, dest, dataset, mean_file):
+    def footprint(self, dest, phase=None):
+        """Bytes and files the artifact takes (the paper's Table 2)."""
+        from data_prep.locations import footprint
+        return footprint(self.files(dest, phase))
+
+    def session(self, dest):
+        """What must be up while the artifact is written or read outside training (a server)."""
+        from contextlib import nullcontext
+        return nullcontext()
+
+    def data_layer(self, dest, dataset, mean_file, read_options=None):
         """A function (batch, phase) -> (data, label) NetSpec tops reading this artifact."""
         raise NotImplementedError
 
@@ -128,4 +140,4 @@ def phase_name(phase):
 
 
 # importing the modules registers them, in the order figures show them
-from data_prep.backends import lmdb_store, leveldb_store, hdf5_file, image_files, pymem, cppmem  # noqa: E402,F401,E501
+from data_prep.backends import lmdb_store, leveldb_store, hdf5_file, image_files, pymem, cppmem, redis_store  # noqa: E402,F401,E501

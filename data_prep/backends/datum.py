@@ -84,7 +84,7 @@ class DatumBackend:
         for _, value in self.items(self.paths(dest, phase)[0]):
             yield decode(value)
 
-    def data_layer(self, dest, dataset, mean_file):
+    def data_layer(self, dest, dataset, mean_file, read_options=None):
         from caffe import layers as L, params as P
         from data_prep.backends import transform_param, phase_name
 

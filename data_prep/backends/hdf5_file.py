@@ -74,7 +74,7 @@ class HDF5Backend(Backend):
                 for x, y in zip(block, labels):
                     yield int(y), x
 
-    def data_layer(self, dest, dataset, mean_file):
+    def data_layer(self, dest, dataset, mean_file, read_options=None):
         from caffe import layers as L
 
         def layer(batch, phase):

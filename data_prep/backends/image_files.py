@@ -47,7 +47,7 @@ class ImageFilesBackend(Backend):
             rel, label = line.rsplit(" ", 1)
             yield int(label), decode_image(dest / rel, color=ctx.dataset.color)
 
-    def data_layer(self, dest, dataset, mean_file):
+    def data_layer(self, dest, dataset, mean_file, read_options=None):
         from caffe import layers as L
 
         def layer(batch, phase):

@@ -52,7 +52,7 @@ class MemoryBackend(Backend):
     def writer(self, split, dest, ctx):
         return self.writer_class(split, self.paths(dest, split.phase)[0], self.dtype, ctx)
 
-    def data_layer(self, dest, dataset, mean_file):
+    def data_layer(self, dest, dataset, mean_file, read_options=None):
         from caffe import layers as L
         c, h, w = dataset.model.input_shape
 

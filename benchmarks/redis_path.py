@@ -1,0 +1,187 @@
+#!/usr/bin/env python3
+"""What a Redis Cluster over a network delivers to Caffe: images per second through Caffe's
+own Data layer (REDIS DB: prefetch thread, Datum parsing, transformer; PNG decoding for
+encoded Datums) and nothing else, over round trips added by the delay proxy, for each number
+of requests in flight and for key order against arrival order.
+
+Without prefetching a reader gets at most prefetch_depth records per round trip; with it,
+the round trip should vanish. The goal: at 100 ms, at least 0.9 of the rate at 0 ms.
+
+  python benchmarks/redis_path.py [--datasets cifar10,imagenet] [--rtts 0,1,10,50,100]
+                                  [--depths 1,16,128,1024] [--encodings raw,png] [--json FILE]
+
+Each cell: one net in its own process, warmed up (the 4 prefetched batches drained, the
+window grown), then forward passes for --seconds; the rate is images over that time. "direct"
+is the cluster without the proxy: direct / proxy-at-0-ms is the proxy's own cost.
+"""
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import toolchain  # noqa: E402
+from data_prep import build, datasets  # noqa: E402
+from data_prep.backends import datum, redis_store, transform_param  # noqa: E402
+from experiments import runner  # noqa: E402
+
+BATCH = 16  # small, so that a slow cell (1 request in flight at 100 ms: 10 images/s) ends soon
+
+MEASURE = """
+import sys, time, caffe
+net = caffe.Net(sys.argv[1], caffe.TEST)
+batch, seconds = net.blobs["data"].num, float(sys.argv[2])
+start = time.time()
+for i in range(1000000):
+    net.forward()
+    if i >= 5 and time.time() - start > seconds / 3:
+        break
+t, n = time.time(), 0
+while n < 3 or time.time() - t < seconds:
+    net.forward()
+    n += 1
+print(n * batch / (time.time() - t))
+"""
+
+
+def png_copy(cluster, dataset, phase="train"):
+    """The data set's records again, as PNG-encoded Datums (what convert_imageset --encoded
+    stores), under DATASET-png:PHASE. Written once."""
+    import cv2
+    import numpy as np
+    from caffe.proto import caffe_pb2
+    prefix = f"{dataset}-png:{phase}"
+    c = redis_store.client(cluster)
+    try:
+        if c.get(redis_store.marker(prefix)) is not None:
+            return prefix
+        redis_store.delete_prefix(c, prefix)
+        source = f"{dataset}:{phase}"
+        keys = redis_store.keys_of(c, source)
+        for lo in range(0, len(keys), redis_store.PIPELINE):
+            part = keys[lo:lo + redis_store.PIPELINE]
+            pipe = c.pipeline(transaction=False)
+            for k in part:
+                pipe.get(f"{source}:{k}")
+            values = pipe.execute()
+            pipe = c.pipeline(transaction=False)
+            for k, v in zip(part, values):
+                label, pixels = datum.decode(v)
+                ok, png = cv2.imencode(".png", np.ascontiguousarray(pixels.transpose(1, 2, 0)))
+                d = caffe_pb2.Datum(channels=pixels.shape[0], height=pixels.shape[1], width=pixels.shape[2],
+                                    data=png.tobytes(), label=label, encoded=True)
+                pipe.set(f"{prefix}:{k}", d.SerializeToString())
+            pipe.rpush(redis_store.index(prefix), *part)
+            pipe.execute()
+        c.set(redis_store.marker(prefix), len(keys))
+        for node in c.get_primaries():  # kept when the cluster restarts (to add or drop the proxy)
+            c.get_redis_connection(node).save()
+        return prefix
+    finally:
+        c.close()
+
+
+def net_file(path, cluster, prefix, dataset, depth, out_of_order):
+    import caffe
+    from caffe import layers as L, params as P
+    n = caffe.NetSpec()
+    n.data, n.label = L.Data(source=cluster.source(prefix), backend=P.Data.REDIS, batch_size=BATCH, ntop=2,
+                             prefetch_depth=depth, out_of_order=out_of_order,
+                             transform_param=transform_param(dataset.model, Path(cluster.root).parent /
+                                                             dataset.name / "mean.binaryproto", caffe.TEST))
+    path.write_text(str(n.to_proto()))
+    return path
+
+
+def measure(path, seconds):
+    p = subprocess.run([str(toolchain.PYTHON), "-c", MEASURE, str(path), str(seconds)], capture_output=True,
+                       text=True, timeout=600)
+    if p.returncode != 0:
+        raise RuntimeError(f"the measuring net failed:\n{p.stderr[-2000:]}")
+    return float(p.stdout.strip().splitlines()[-1])
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--datasets", default="cifar10,imagenet")
+    p.add_argument("--rtts", default="0,1,10,50,100", help="round trips in ms (plus 'direct', always)")
+    p.add_argument("--depths", default="1,16,128,1024")
+    p.add_argument("--encodings", default="raw,png")
+    p.add_argument("--seconds", type=float, default=3.0)
+    p.add_argument("--data", default=str(runner.ROOT / "data"))
+    p.add_argument("--json", type=Path)
+    a = p.parse_args(argv)
+    rtts = [float(r) for r in a.rtts.split(",")]
+    depths = [int(d) for d in a.depths.split(",")]
+    cluster = redis_store.cluster_of(Path(a.data) / "any" / "redis")
+    tmp = Path(tempfile.mkdtemp(prefix="redis-path-"))
+    cells, measured_rtt = {}, {}
+    started = time.time()
+    try:
+        for name in a.datasets.split(","):
+            ds = datasets.get(name)
+            if build.load_manifest(Path(a.data) / name, "redis") is None:
+                build.prepare(name, ["redis"], a.data, log=lambda m: print(m, file=sys.stderr))
+            cluster.start()
+            prefixes = {"raw": f"{name}:train"}
+            if "png" in a.encodings.split(","):
+                prefixes["png"] = png_copy(cluster, name)
+            for rtt in [None] + rtts:
+                cluster.start(rtt)
+                measured_rtt[str(rtt)] = cluster.rtt_ms()
+                for enc, prefix in prefixes.items():
+                    for depth in depths:
+                        for ooo in ([False, True] if depth > 1 else [False]):
+                            if rtt is None and (ooo or depth not in (max(depths),)):
+                                continue  # direct: only the proxy's cost at the deepest pipeline
+                            path = net_file(tmp / "net.prototxt", cluster, prefix, ds, depth, ooo)
+                            rate = measure(path, a.seconds)
+                            key = f"{name}/{enc}/{'direct' if rtt is None else rtt}/{depth}/{'ooo' if ooo else 'in'}"
+                            cells[key] = rate
+                            print(f"{key:<36} {rate:10,.0f} images/s   ({time.time() - started:.0f} s)",
+                                  file=sys.stderr, flush=True)
+    finally:
+        cluster.stop()
+    report(cells, measured_rtt, a, depths, rtts)
+    if a.json:
+        a.json.write_text(json.dumps({"cells": cells, "rtt_ms_measured": measured_rtt, "batch": BATCH,
+                                      "seconds": a.seconds, "machine": runner.environment()}, indent=1))
+    return 0
+
+
+def report(cells, measured_rtt, a, depths, rtts):
+    for name in a.datasets.split(","):
+        for enc in a.encodings.split(","):
+            base = cells.get(f"{name}/{enc}/{rtts[0]}/{max(depths)}/in")
+            direct = cells.get(f"{name}/{enc}/direct/{max(depths)}/in")
+            print(f"\n{name}, {enc} Datums: images/s through Caffe's Data layer (batch {BATCH}, "
+                  f"{a.seconds} s per cell, 1 round)")
+            if base and direct:
+                print(f"  proxy's own cost: direct {direct:,.0f}, through the proxy at 0 ms {base:,.0f} "
+                      f"({base / direct:.2f} of direct)")
+            head = "".join(f"{f'{d} in':>11}{f'{d} ooo':>11}" if d > 1 else f"{f'{d}':>11}" for d in depths)
+            print(f"  {'RTT (measured)':<22}{head}")
+            for rtt in rtts:
+                row = ""
+                for d in depths:
+                    for order in (["in", "ooo"] if d > 1 else ["in"]):
+                        v = cells.get(f"{name}/{enc}/{rtt}/{d}/{order}")
+                        row += f"{v:11,.0f}" if v is not None else f"{'-':>11}"
+                print(f"  {f'{rtt:g} ms ({measured_rtt.get(str(rtt))} ms)':<22}{row}")
+            far = cells.get(f"{name}/{enc}/{rtts[-1]}/{max(depths)}/in")
+            if base and far:
+                print(f"  at {rtts[-1]:g} ms with {max(depths)} in flight: {far / base:.2f} of the rate at {rtts[0]:g} ms "
+                      f"(goal >= 0.90); with 1 in flight: "
+                      f"{(cells.get(f'{name}/{enc}/{rtts[-1]}/1/in') or 0) / base:.4f}")
+    spread = [v for v in cells.values()]
+    if spread:
+        print(f"\n{len(cells)} cells, median {statistics.median(spread):,.0f} images/s")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,214 @@
+"""A Redis Cluster holding the same Datum records as the LMDB backend, read by Caffe's own Data
+layer through the REDIS DB of caffe/patches/0012 (GETs pipelined ahead of the cursor, in key or
+arrival order). The paper's future work: a distributed key-value store.
+
+Keys: PREFIX:KEY per record (KEY as in LMDB), PREFIX:~index (the keys in order), and
+PREFIX:~complete (the count), written last; PREFIX = DATASET:PHASE. The records live in the
+servers (data_prep.redis_cluster, under DATA/redis-cluster/); the artifact's folder holds only
+its manifest.
+"""
+import shutil
+from pathlib import Path
+
+from data_prep import redis_cluster
+from data_prep.backends import Backend, datum, register
+from data_prep.errors import SourceError
+
+CLUSTER_FOLDER = "redis-cluster"  # under the data root, beside the datasets
+PIPELINE = 1000
+
+
+def cluster_of(dest):
+    """The cluster holding the artifact at DATA/DATASET/redis (or its .partial folder)."""
+    return redis_cluster.Cluster(Path(dest).resolve().parent.parent / CLUSTER_FOLDER)
+
+
+def prefix_of(dest, phase):
+    return f"{Path(dest).resolve().parent.name}:{phase}"
+
+
+def marker(prefix):
+    return f"{prefix}:~complete"
+
+
+def index(prefix):
+    return f"{prefix}:~index"
+
+
+def client(cluster):
+    """A cluster client (routes by slot, follows MOVED/ASK) for bulk work."""
+    import redis
+    from redis.cluster import RedisCluster
+    try:
+        return RedisCluster(host="127.0.0.1", port=cluster.port, password=redis_cluster.password(),
+                            socket_timeout=30)
+    except redis.RedisError as e:
+        raise SourceError(f"Redis cluster under {cluster.root}: {e}") from e
+
+
+def keys_of(c, prefix):
+    """The record keys of a complete data set, in order."""
+    if c.get(marker(prefix)) is None:
+        raise SourceError(f"Redis: no complete data set {prefix} (its marker {marker(prefix)} is missing)")
+    return [k.decode() for k in c.lrange(index(prefix), 0, -1)]
+
+
+def delete_prefix(c, prefix):
+    """Every key under PREFIX: (a data set, complete or not), node by node; one key per UNLINK,
+    since a cluster refuses multi-key commands across hash slots."""
+    for node in c.get_primaries():
+        r = c.get_redis_connection(node)
+        pipe = r.pipeline(transaction=False)
+        for n, key in enumerate(r.scan_iter(match=f"{prefix}:*", count=PIPELINE), 1):
+            pipe.unlink(key)
+            if n % PIPELINE == 0:
+                pipe.execute()
+        pipe.execute()
+
+
+class _Batch:
+    """One pipeline of SETs and the index entries for them."""
+
+    def __init__(self, c, prefix):
+        self.pipe, self.prefix, self.keys = c.pipeline(transaction=False), prefix, []
+
+    def put(self, key, value):
+        key = key.decode() if isinstance(key, bytes) else key
+        self.pipe.set(f"{self.prefix}:{key}", value)
+        self.keys.append(key)
+
+
+class _Writer(datum.BatchWriter):
+    def __init__(self, cluster, prefix, overwrite):
+        import redis
+        self.cluster, self.prefix, self.count = cluster, prefix, 0
+        self.started = cluster.start()
+        self.client = client(cluster)
+        try:
+            if self.client.get(marker(prefix)) is not None and not overwrite:
+                raise SourceError(f"Redis cluster under {cluster.root} already holds a complete data set {prefix} "
+                                  "that no manifest here describes; --force overwrites it")
+            delete_prefix(self.client, prefix)  # also what a killed earlier write left
+        except redis.RedisError as e:
+            self.abandon()
+            raise SourceError(f"Redis cluster under {cluster.root}: {e}") from e
+        super().__init__()
+
+    def begin(self):
+        return _Batch(self.client, self.prefix)
+
+    def commit(self):
+        import redis
+        if not self.batch.keys:
+            return
+        self.batch.pipe.rpush(index(self.prefix), *self.batch.keys)
+        try:
+            self.batch.pipe.execute()
+        except redis.RedisError as e:  # full (maxmemory), a node gone: no marker, nothing trusted
+            why = str(e).split("caused error: ")[-1]  # not the command, which holds a whole Datum
+            raise SourceError(f"Redis cluster under {self.cluster.root}: writing {self.prefix} failed "
+                              f"after {self.count} records: {why}") from e
+        self.count += len(self.batch.keys)
+
+    def finish(self):
+        self.client.set(marker(self.prefix), self.count)
+        for node in self.client.get_primaries():  # what a restart loads: the complete data set
+            self.client.get_redis_connection(node).save()
+        self._close()
+
+    def abandon(self):
+        self._close()
+
+    def _close(self):
+        if getattr(self, "client", None) is not None:
+            self.client.close()
+        if self.started:
+            self.cluster.stop()
+
+
+@register
+class RedisBackend(datum.DatumBackend, Backend):
+    name, label, color = "redis", "Redis Cluster", "#e7298a"
+    db = "REDIS"
+    location = "redis-cluster"
+    read_options = ("prefetch_depth", "out_of_order")
+
+    def unsupported(self, dataset):
+        if shutil.which("redis-server") is None:
+            return "redis-server is not installed (apt-get install redis-server)"
+        from caffe.proto import caffe_pb2
+        if "REDIS" not in caffe_pb2.DataParameter.DB.keys():
+            return "this Caffe build has no REDIS DB (caffe/patches/0012: run make caffe)"
+        return None
+
+    def paths(self, dest, phase):
+        return []  # nothing local but the manifest
+
+    def writer(self, split, dest, ctx):
+        overwrite = ctx.overwrite or (ctx.final_dir / "manifest.json").exists()
+        return _Writer(cluster_of(dest), prefix_of(ctx.final_dir, split.phase), overwrite)
+
+    def session(self, dest):
+        return cluster_of(dest).session()
+
+    def footprint(self, dest, phase=None):
+        """As the servers report it: value bytes (STRLEN) and memory used (MEMORY USAGE)."""
+        with self.session(dest):
+            return self._footprint(dest, phase)
+
+    def _footprint(self, dest, phase):
+        c = client(cluster_of(dest))
+        try:
+            apparent = allocated = records = 0
+            for p in [phase] if phase else ["train", "test"]:
+                prefix = prefix_of(dest, p)
+                keys = [f"{prefix}:{k}" for k in keys_of(c, prefix)]
+                for lo in range(0, len(keys), PIPELINE):
+                    pipe = c.pipeline(transaction=False)
+                    for k in keys[lo:lo + PIPELINE]:
+                        pipe.strlen(k)
+                        pipe.memory_usage(k)
+                    got = pipe.execute()
+                    apparent += sum(v for v in got[0::2] if v)
+                    allocated += sum(v for v in got[1::2] if v)
+                allocated += sum(c.memory_usage(k) or 0 for k in (index(prefix), marker(prefix)))
+                records += len(keys)
+            return {"apparent_bytes": apparent, "allocated_bytes": allocated, "files": 0, "records": records}
+        finally:
+            c.close()
+
+    def items(self, dest_and_phase):
+        dest, phase = dest_and_phase
+        with self.session(dest):
+            yield from self._items(dest, phase)
+
+    def _items(self, dest, phase):
+        c = client(cluster_of(dest))
+        try:
+            prefix = prefix_of(dest, phase)
+            keys = keys_of(c, prefix)
+            for lo in range(0, len(keys), PIPELINE):
+                pipe = c.pipeline(transaction=False)
+                for k in keys[lo:lo + PIPELINE]:
+                    pipe.get(f"{prefix}:{k}")
+                for k, v in zip(keys[lo:lo + PIPELINE], pipe.execute()):
+                    if v is None:
+                        raise SourceError(f"Redis: key {prefix}:{k} is missing")
+                    yield k.encode(), v
+        finally:
+            c.close()
+
+    def read(self, dest, phase, ctx):
+        for _, value in self.items((dest, phase)):
+            yield datum.decode(value)
+
+    def data_layer(self, dest, dataset, mean_file, read_options=None):
+        from caffe import layers as L, params as P
+        from data_prep.backends import transform_param, phase_name
+        cluster, options = cluster_of(dest), dict(read_options or {})
+
+        def layer(batch, phase):
+            return L.Data(source=cluster.source(prefix_of(dest, phase_name(phase))), backend=P.Data.REDIS,
+                          batch_size=batch, ntop=2, **options,
+                          transform_param=transform_param(dataset.model, mean_file, phase))
+        return layer

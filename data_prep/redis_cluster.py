@@ -1,0 +1,355 @@
+"""A Redis Cluster of Debian's redis-server processes, started and stopped by the project.
+
+  python -m data_prep.redis_cluster start [--nodes 3] [--rtt 10ms]
+  python -m data_prep.redis_cluster status | stop
+
+Layout under the data folder (default data/redis-cluster/): node-I/ (nodes.conf, dump.rdb,
+redis.log, redis.pid) per node and proxy.pid. Node I listens on 127.0.0.1:PORT+I (bus: +10000)
+and nowhere else; a password is required (IMGSTORE_REDIS_PASSWORD; generated for this process
+when unset). It is handed to redis-server on stdin and to Caffe in the environment, so no file
+the project writes holds it.
+
+Network latency: this kernel may lack the netem qdisc, so a delay proxy
+(data_prep/delay_proxy.c) at 127.0.0.1:PORT+100+I delays each direction by half the asked
+round trip. With a delay the nodes announce the proxies' ports, so a cluster client
+(CLUSTER SLOTS) reaches every node through them; without one, the nodes' own ports.
+
+Persistence: data_prep SAVEs every node once a data set is complete; stopping never saves
+(SIGTERM with `save ""`), so what a restart loads is always a complete state.
+"""
+import argparse
+import os
+import secrets
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from data_prep.errors import SourceError  # noqa: E402
+
+PASSWORD_ENV = "IMGSTORE_REDIS_PASSWORD"
+PORT_ENV = "IMGSTORE_REDIS_PORT"   # the first node's port (default 7100)
+SLOTS = 16384
+
+
+class ClusterError(SourceError):
+    pass
+
+
+def password():
+    """The cluster's password: the environment's, or one made now for this process and its
+    children (Caffe reads it from the same variable)."""
+    if not os.environ.get(PASSWORD_ENV):
+        os.environ[PASSWORD_ENV] = secrets.token_hex(16)
+    return os.environ[PASSWORD_ENV]
+
+
+def parse_ms(text):
+    """'10ms', '0.5s', '10' (ms) -> milliseconds."""
+    t = str(text).strip().lower()
+    try:
+        if t.endswith("ms"):
+            return float(t[:-2])
+        if t.endswith("s"):
+            return float(t[:-1]) * 1000
+        return float(t)
+    except ValueError:
+        raise ClusterError(f"{text!r} is not a time such as 10ms or 0.1s") from None
+
+
+class Cluster:
+    def __init__(self, root, nodes=3, port=None):
+        self.root, self.count = Path(root), nodes
+        self.port = port or int(os.environ.get(PORT_ENV, "7100"))
+
+    # --- addresses ---------------------------------------------------------------
+    def node_ports(self):
+        return [self.port + i for i in range(self.count)]
+
+    def proxy_ports(self):
+        return [self.port + 100 + i for i in range(self.count)]
+
+    def node_dir(self, i):
+        return self.root / f"node-{i}"
+
+    def source(self, prefix):
+        """Caffe's Data layer source for a data set stored under `prefix`."""
+        seeds = ",".join(f"127.0.0.1:{p}" for p in self.node_ports())
+        return f"redis://{seeds}/{prefix}"
+
+    # --- processes ---------------------------------------------------------------
+    def _pid(self, pidfile, name):
+        try:
+            pid = int(Path(pidfile).read_text().split()[0])
+            with open(f"/proc/{pid}/comm") as f:
+                return pid if f.read().strip().startswith(name) else None
+        except (OSError, ValueError, IndexError):
+            return None
+
+    def server_pids(self):
+        return [self._pid(self.node_dir(i) / "redis.pid", "redis-server") for i in range(self.count)]
+
+    def proxy_pid(self):
+        return self._pid(self.root / "proxy.pid", "delay_proxy")
+
+    def running(self):
+        return all(self.server_pids())
+
+    def delay_ms(self):
+        """The proxies' one-way delay now, or None when clients reach the nodes directly."""
+        try:
+            return float((self.root / "proxy.delay").read_text()) if self.proxy_pid() else None
+        except (OSError, ValueError):
+            return None
+
+    def start(self, rtt_ms=None, timeout=60, keep_reach=False):
+        """Make the cluster run with clients reaching it at `rtt_ms` (None: directly; with
+        keep_reach a running cluster stays as it is reached). Returns True when it started
+        the servers."""
+        want = None if rtt_ms is None else rtt_ms / 2
+        if self.running():
+            self._check_password()
+            if not keep_reach:
+                self._reach(want, timeout)
+            return False
+        self.stop()
+        if shutil.which("redis-server") is None:
+            raise ClusterError("redis-server not found: apt-get install redis-server redis-tools")
+        self.root.mkdir(parents=True, exist_ok=True)
+        announced = self.node_ports() if want is None else self.proxy_ports()
+        for i, port in enumerate(self.node_ports()):
+            self._start_node(i, port, announced[i])
+        try:
+            self._wait_ready(timeout)
+            self._form_cluster()
+            self._wait_converged(announced, timeout)
+            if want is not None:
+                self._start_proxy(want)
+        except BaseException:
+            self.stop()
+            raise
+        return True
+
+    def _reach(self, delay_ms, timeout):
+        """Clients of the running cluster reach it directly (None) or through the proxy at
+        `delay_ms` one way: the nodes announce the ports (CONFIG SET, gossiped in well under
+        a second), the proxy is started, changed or stopped."""
+        if delay_ms == self.delay_ms():
+            return
+        announced = self.node_ports() if delay_ms is None else self.proxy_ports()
+        if delay_ms is not None:
+            self._start_proxy(delay_ms)
+        for c, port in zip(self.nodes(), announced):
+            c.config_set("cluster-announce-port", port)
+        self._wait_converged(announced, timeout)
+        if delay_ms is None:
+            self._stop_pid(self.proxy_pid())
+
+    @contextmanager
+    def session(self, rtt_ms=None):
+        """The cluster up for a while, as it is reached now if it runs; else started (reached
+        at `rtt_ms`) and stopped at the end."""
+        started = self.start(rtt_ms, keep_reach=True)
+        try:
+            yield self
+        finally:
+            if started:
+                self.stop()
+
+    def _start_node(self, i, port, announced_port):
+        d = self.node_dir(i)
+        d.mkdir(parents=True, exist_ok=True)
+        pw = password()
+        config = "\n".join([
+            f"port {port}", "bind 127.0.0.1", "protected-mode yes",
+            f"requirepass {pw}", f"masterauth {pw}",
+            "cluster-enabled yes", "cluster-config-file nodes.conf", "cluster-node-timeout 5000",
+            f"cluster-announce-ip 127.0.0.1", f"cluster-announce-port {announced_port}",
+            f"cluster-announce-bus-port {port + 10000}",
+            f"dir {d}", "dbfilename dump.rdb", 'save ""', "appendonly no",
+            f"pidfile {d / 'redis.pid'}", f"logfile {d / 'redis.log'}", "daemonize no", ""])
+        proc = subprocess.Popen(["redis-server", "-"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL, start_new_session=True)
+        proc.stdin.write(config.encode())
+        proc.stdin.close()
+        (d / "redis.pid").write_text(f"{proc.pid}\n")  # redis writes it too; ours exists at once
+
+    def _client(self, port, timeout=5):
+        import redis
+        return redis.Redis(host="127.0.0.1", port=port, password=password(), socket_timeout=timeout,
+                           socket_connect_timeout=timeout, decode_responses=True)
+
+    def nodes(self):
+        """A client per node, on the node's own port."""
+        return [self._client(p) for p in self.node_ports()]
+
+    def _check_password(self):
+        import redis
+        try:
+            self._client(self.port).ping()
+        except redis.AuthenticationError as e:
+            raise ClusterError(f"the cluster at 127.0.0.1:{self.port} refuses this password ({e}): set "
+                               f"{PASSWORD_ENV} to the one it was started with, or stop it "
+                               f"(python -m data_prep.redis_cluster stop)") from None
+
+    def _wait_ready(self, timeout):
+        import redis
+        deadline = time.time() + timeout
+        for i, port in enumerate(self.node_ports()):
+            while True:
+                try:
+                    self._client(port).ping()
+                    break
+                except redis.BusyLoadingError:
+                    pass
+                except redis.ConnectionError as e:
+                    if not self._pid(self.node_dir(i) / "redis.pid", "redis-server"):
+                        log = self.node_dir(i) / "redis.log"
+                        tail = log.read_text(errors="replace")[-600:] if log.exists() else ""
+                        raise ClusterError(f"redis-server node {i} (127.0.0.1:{port}) exited: {e}\n{tail}") from None
+                if time.time() > deadline:
+                    raise ClusterError(f"redis-server node {i} (127.0.0.1:{port}) not ready after {timeout} s")
+                time.sleep(0.05)
+
+    def _form_cluster(self):
+        """A new cluster: equal slot ranges, one per node, then MEET. A restarted one keeps its
+        nodes.conf and needs nothing."""
+        clients = self.nodes()
+        if any(int(c.execute_command("CLUSTER", "INFO").split("cluster_slots_assigned:")[1].split()[0])
+               for c in clients):
+            return
+        for i, c in enumerate(clients):
+            lo, hi = i * SLOTS // self.count, (i + 1) * SLOTS // self.count - 1
+            c.execute_command("CLUSTER", "ADDSLOTSRANGE", lo, hi)
+        for port in self.node_ports()[1:]:
+            clients[0].execute_command("CLUSTER", "MEET", "127.0.0.1", port, port + 10000)
+
+    def _wait_converged(self, announced, timeout):
+        """Until every node says cluster_state:ok and maps all slots to the announced ports."""
+        deadline, want = time.time() + timeout, sorted(announced)
+        while True:
+            ok = True
+            for c in self.nodes():
+                info = c.execute_command("CLUSTER", "INFO")
+                slots = c.execute_command("CLUSTER", "SLOTS")
+                ports = sorted(int(r[2][1]) for r in slots)
+                ok &= "cluster_state:ok" in info and ports == want
+            if ok:
+                return
+            if time.time() > deadline:
+                raise ClusterError(f"the Redis cluster under {self.root} did not converge in {timeout} s "
+                                   f"(node logs: {self.root}/node-*/redis.log)")
+            time.sleep(0.1)
+
+    def _start_proxy(self, delay_ms):
+        self._stop_pid(self.proxy_pid())
+        import toolchain
+        maps = [f"{p}:{n}" for p, n in zip(self.proxy_ports(), self.node_ports())]
+        proc = subprocess.Popen([str(toolchain.delay_proxy()), str(delay_ms)] + maps, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, start_new_session=True)
+        if proc.stdout.readline().strip() != b"ready":
+            proc.wait()
+            raise ClusterError(f"delay proxy failed: {proc.stderr.read().decode(errors='replace').strip()}")
+        (self.root / "proxy.pid").write_text(f"{proc.pid}\n")
+        (self.root / "proxy.delay").write_text(f"{delay_ms}\n")
+
+    @staticmethod
+    def _stop_pid(pid, timeout=10):
+        if not pid:
+            return
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            return
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            try:
+                os.waitpid(pid, os.WNOHANG)  # our child: reap it
+            except ChildProcessError:
+                pass
+            if not Path(f"/proc/{pid}").exists() or _zombie(pid):
+                return
+            time.sleep(0.02)
+        os.kill(pid, signal.SIGKILL)
+
+    def stop(self):
+        """Stop the proxy and every node (no save: see the module's docstring)."""
+        self._stop_pid(self.proxy_pid())
+        for pid in self.server_pids():
+            self._stop_pid(pid)
+
+    # --- measurements ------------------------------------------------------------
+    def rtt_ms(self, samples=21):
+        """Median PING round trip, in ms, from this process through the address clients use."""
+        port = self.proxy_ports()[0] if self.delay_ms() is not None else self.port
+        c = self._client(port)
+        c.ping()
+        times = []
+        for _ in range(samples):
+            t = time.perf_counter()
+            c.ping()
+            times.append((time.perf_counter() - t) * 1000)
+        return round(statistics.median(times), 3)
+
+    def server_usage(self):
+        """Per node: CPU seconds and resident memory of its redis-server process."""
+        import psutil
+        out = {}
+        for port, pid in zip(self.node_ports(), self.server_pids()):
+            try:
+                p = psutil.Process(pid)
+                t = p.cpu_times()
+                out[str(port)] = {"cpu_seconds": round(t.user + t.system, 3), "rss_bytes": p.memory_info().rss}
+            except (psutil.Error, TypeError):
+                out[str(port)] = None
+        return out
+
+    def describe(self):
+        delay = self.delay_ms()
+        return {"nodes": self.count, "ports": self.node_ports(), "replicas": 0,
+                "delay_proxy": delay is not None, "one_way_delay_ms": delay,
+                "rtt_ms_asked": None if delay is None else 2 * delay,
+                "rtt_ms_measured": self.rtt_ms() if self.running() else None, "bandwidth_limit": None}
+
+
+def _zombie(pid):
+    try:
+        return open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] == "Z"
+    except (OSError, IndexError):
+        return True
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("action", choices=["start", "stop", "status"])
+    p.add_argument("--data", default=str(ROOT / "data"), help="data root (default: %(default)s)")
+    p.add_argument("--nodes", type=int, default=3)
+    p.add_argument("--port", type=int, help=f"first node's port (default: ${PORT_ENV} or 7100)")
+    p.add_argument("--rtt", help="round trip to emulate, e.g. 10ms (default: none, direct)")
+    a = p.parse_args(argv)
+    cluster = Cluster(Path(a.data) / "redis-cluster", a.nodes, a.port)
+    try:
+        if a.action == "start":
+            if not os.environ.get(PASSWORD_ENV):
+                raise ClusterError(f"set {PASSWORD_ENV} first (e.g. export {PASSWORD_ENV}=$(openssl rand -hex 16)): "
+                                   "later commands need the same password, and none is stored in a file")
+            cluster.start(parse_ms(a.rtt) if a.rtt else None)
+            print(f"Redis cluster running: {cluster.describe()}")
+        elif a.action == "stop":
+            cluster.stop()
+            print("Redis cluster stopped")
+        else:
+            print(f"running: {cluster.running()}; {cluster.describe() if cluster.running() else ''}")
+    except SourceError as e:
+        sys.exit(f"error: {e}")
+
+
+if __name__ == "__main__":
+    main()

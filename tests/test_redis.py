@@ -1,0 +1,270 @@
+"""The Redis Cluster backend against a real 3-node cluster of redis-server processes, read by
+Caffe's own Data layer (caffe/patches/0012)."""
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import psutil
+import pytest
+
+from conftest import ROOT, run
+
+SCRIPT = """
+import sys, caffe
+net = caffe.Net(sys.argv[1], caffe.TEST)
+print("ready", flush=True)
+if len(sys.argv) > 2:
+    sys.stdin.readline()
+    for _ in range(int(sys.argv[2])):
+        net.forward()
+print("done", flush=True)
+"""
+
+
+@pytest.fixture(scope="session")
+def cluster(data_root):
+    from data_prep.backends import redis_store
+    c = redis_store.cluster_of(data_root / "any" / "redis")
+    c.start()
+    yield c
+    c.stop()
+
+
+@pytest.fixture
+def running(cluster):
+    """The session's cluster, up and reached directly (a run may have stopped or proxied it)."""
+    cluster.start()
+    return cluster
+
+
+@pytest.fixture(scope="session")
+def redis_cifar(cifar_small, cluster):
+    from data_prep import build
+    build.prepare("cifar10", ["redis"], cifar_small.parent, count=400, progress=False, log=lambda *_: None)
+    return cifar_small
+
+
+@pytest.fixture(scope="module")
+def scratch_cluster(tmp_path_factory):
+    from data_prep.redis_cluster import Cluster
+    c = Cluster(tmp_path_factory.mktemp("scratch") / "redis-cluster", port=int(os.environ["IMGSTORE_REDIS_PORT"]) + 20)
+    c.start()
+    yield c
+    c.stop()
+
+
+@pytest.fixture
+def scratch(scratch_cluster, monkeypatch):
+    """A cluster of its own (other ports, its own data root) for tests that break data sets."""
+    monkeypatch.setenv("IMGSTORE_REDIS_PORT", str(scratch_cluster.port))
+    scratch_cluster.start()
+    return scratch_cluster
+
+
+def data_net_file(path, dest, backend, batch, read_options=None):
+    import caffe
+    from data_prep import backends, datasets
+    layer = backends.get(backend).data_layer(dest / backend, datasets.get("cifar10"),
+                                             dest / "mean.binaryproto", read_options)
+    n = caffe.NetSpec()
+    n.data, n.label = layer(batch, caffe.TEST)
+    path.write_text(str(n.to_proto()))
+    return path
+
+
+def batches(path, count):
+    """`count` forward passes of a net: (data, labels) each, copied."""
+    import caffe
+    net = caffe.Net(str(path), caffe.TEST)
+    out = []
+    for _ in range(count):
+        net.forward()
+        out.append((net.blobs["data"].data.copy(), net.blobs["label"].data.copy()))
+    del net
+    return out
+
+
+def digests(batch_list):
+    return [hashlib.sha1(row.tobytes()).hexdigest() + f":{label}" for data, labels in batch_list
+            for row, label in zip(data, labels)]
+
+
+def test_redis_holds_the_lmdb_datum_bytes_key_by_key(redis_cifar, running):
+    from data_prep.backends import lmdb_store, redis_store
+    for phase in ("train", "test"):
+        lmdb = list(lmdb_store.raw_items(redis_cifar / "lmdb" / f"{phase}_lmdb"))
+        redis = list(redis_store.RedisBackend().items((redis_cifar / "redis", phase)))
+        assert len(lmdb) == len(redis) > 0
+        assert lmdb == redis
+    manifest = json.loads((redis_cifar / "redis" / "manifest.json").read_text())
+    fp = manifest["splits"]["train"]["footprint"]
+    assert fp["records"] == 400 and fp["files"] == 0 and fp["allocated_bytes"] >= fp["apparent_bytes"] > 400 * 3072
+
+
+def test_a_batch_through_caffes_data_layer_is_the_one_from_lmdb(redis_cifar, running, tmp_path):
+    lmdb = batches(data_net_file(tmp_path / "l.prototxt", redis_cifar, "lmdb", 50), 2)
+    redis = batches(data_net_file(tmp_path / "r.prototxt", redis_cifar, "redis", 50), 2)
+    for (d1, l1), (d2, l2) in zip(lmdb, redis):
+        assert np.array_equal(d1, d2) and np.array_equal(l1, l2)
+    assert not np.array_equal(lmdb[0][0], lmdb[1][0])
+
+
+@pytest.mark.parametrize("options", [{"prefetch_depth": 1}, {"prefetch_depth": 64},
+                                     {"prefetch_depth": 64, "out_of_order": True}])
+def test_every_record_once_per_pass_in_key_order_or_arrival_order(redis_cifar, running, tmp_path, options):
+    """200 test records, batches of 40: two passes over the data, the second after wrap-around."""
+    lmdb = digests(batches(data_net_file(tmp_path / "l.prototxt", redis_cifar, "lmdb", 40), 10))
+    running.start(rtt_ms=2)  # through the delay proxy: replies of the three nodes interleave
+    try:
+        got = digests(batches(data_net_file(tmp_path / "r.prototxt", redis_cifar, "redis", 40, options), 10))
+    finally:
+        running.start()
+    first, second = got[:200], got[200:]
+    # as multisets: the stand-in repeats some images, so equal digests may be distinct records
+    assert sorted(first) == sorted(lmdb[:200]) and sorted(second) == sorted(lmdb[:200])
+    if not options.get("out_of_order"):
+        assert got == lmdb
+
+
+def caffe_subprocess(net_file, *args, password=None, **kw):
+    env = dict(os.environ, GLOG_minloglevel="0", GLOG_logtostderr="1")
+    if password is not None:
+        env["IMGSTORE_REDIS_PASSWORD"] = password
+    return subprocess.Popen([sys.executable, "-c", SCRIPT, str(net_file), *map(str, args)], env=env,
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
+
+
+def test_a_wrong_password_or_address_fails_at_setup_without_showing_the_password(redis_cifar, running, tmp_path):
+    net = data_net_file(tmp_path / "r.prototxt", redis_cifar, "redis", 10)
+    out, err = caffe_subprocess(net, password="not-the-password-42").communicate(timeout=60)
+    assert "ready" not in out and "password was refused" in err and "not-the-password-42" not in err
+    bad = tmp_path / "bad.prototxt"
+    bad.write_text(net.read_text().replace("127.0.0.1:7510", "127.0.0.1:1", 1).replace(
+        "127.0.0.1:7511", "127.0.0.1:1").replace("127.0.0.1:7512", "127.0.0.1:1"))
+    out, err = caffe_subprocess(bad).communicate(timeout=60)
+    assert "ready" not in out and "Redis node 127.0.0.1:1: cannot connect" in err
+
+
+def test_a_missing_key_is_named(redis_cifar, running, tmp_path):
+    from data_prep.backends import redis_store
+    c = redis_store.client(redis_store.cluster_of(redis_cifar / "redis"))
+    key = "cifar10:test:" + c.lindex("cifar10:test:~index", 3).decode()
+    value = c.get(key)
+    c.delete(key)
+    try:
+        net = data_net_file(tmp_path / "r.prototxt", redis_cifar, "redis", 10)
+        p = caffe_subprocess(net, 1)
+        out, err = p.communicate("go\n", timeout=60)
+        assert p.returncode != 0 and f"key {key} not found on node" in err
+    finally:
+        c.set(key, value)
+        c.close()
+
+
+def test_a_node_killed_during_training_stops_it_within_seconds_naming_the_node(redis_cifar, running, tmp_path):
+    net = data_net_file(tmp_path / "r.prototxt", redis_cifar, "redis", 10)
+    p = caffe_subprocess(net, 10_000)
+    try:
+        assert p.stdout.readline().strip() == "ready"
+        victim = running.server_pids()[1]
+        os.kill(victim, signal.SIGKILL)
+        p.stdin.write("go\n")
+        p.stdin.flush()
+        started = time.time()
+        out, err = p.communicate(timeout=30)
+        assert time.time() - started < 15
+        assert p.returncode != 0 and "done" not in out
+        assert f"Redis node 127.0.0.1:{running.port + 1}" in err and "cifar10:test:" in err
+    finally:
+        if p.poll() is None:
+            p.kill()
+        running.stop()
+        running.start()  # restarted from the RDB files data_prep saved
+
+
+def test_an_incomplete_data_set_is_refused_then_rewritten(scratch, tmp_path):
+    from data_prep import build
+    from data_prep.backends import redis_store
+    running, data_root = scratch, scratch.root.parent
+    writer = subprocess.Popen([sys.executable, str(ROOT / "data_prep" / "prepare.py"), "mnist", "redis",
+                               "--out", str(data_root), "--limit", "20000", "--quiet", "--jobs", "1"],
+                              env=dict(os.environ), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    c = redis_store.client(running)
+    try:
+        deadline = time.time() + 120
+        while c.llen("mnist:train:~index") < 1000:
+            assert writer.poll() is None and time.time() < deadline, writer.stderr.read().decode()
+            time.sleep(0.05)
+        writer.kill()
+        writer.wait()
+        assert c.get("mnist:train:~complete") is None
+        assert not (data_root / "mnist" / "redis" / "manifest.json").exists()
+        with pytest.raises(Exception, match="marker"):
+            list(redis_store.RedisBackend().items((data_root / "mnist" / "redis", "train")))
+        build.prepare("mnist", ["redis"], data_root, limit=20000, progress=False, log=lambda *_: None)
+        assert int(c.get("mnist:train:~complete")) == 20000 == c.llen("mnist:train:~index")
+        # a complete data set that no manifest here describes is not overwritten without --force
+        (data_root / "mnist" / "redis" / "manifest.json").unlink()
+        with pytest.raises(Exception, match="--force"):
+            build.prepare("mnist", ["redis"], data_root, limit=20000, progress=False, log=lambda *_: None)
+        build.prepare("mnist", ["redis"], data_root, limit=20000, force=True, progress=False, log=lambda *_: None)
+        assert (data_root / "mnist" / "redis" / "manifest.json").exists()
+    finally:
+        c.close()
+
+
+def test_a_full_server_gives_a_clear_error_and_no_marker(scratch):
+    from data_prep import build
+    running, data_root = scratch, scratch.root.parent
+    from data_prep.errors import SourceError
+    nodes = running.nodes()  # the 20,000 MNIST records there are replaced by 40,000: twice the room
+    try:
+        for n in nodes:
+            n.config_set("maxmemory", int(n.info("memory")["used_memory"]) + 200_000)
+        with pytest.raises(SourceError, match="after .* records: .*maxmemory"):
+            build.prepare("mnist", ["redis"], data_root, limit=40000, force=True, progress=False, log=lambda *_: None)
+        from data_prep.backends import redis_store
+        c = redis_store.client(running)
+        assert c.get("mnist:train:~complete") is None
+        c.close()
+    finally:
+        for n in nodes:
+            n.config_set("maxmemory", 0)
+
+
+def test_servers_listen_on_loopback_only_and_want_the_password(running, data_root):
+    import redis
+    for pid in running.server_pids():
+        listening = [c.laddr for c in psutil.Process(pid).net_connections() if c.status == psutil.CONN_LISTEN]
+        assert listening and all(a.ip == "127.0.0.1" for a in listening)
+    with pytest.raises(redis.AuthenticationError):
+        redis.Redis(port=running.port).ping()
+    secret = os.environ["IMGSTORE_REDIS_PASSWORD"].encode()
+    for f in data_root.rglob("*"):
+        if f.is_file() and f.stat().st_size < 50_000_000:
+            assert secret not in f.read_bytes(), f
+
+
+def test_a_run_from_redis_over_a_round_trip_is_recorded_with_it(redis_cifar, running, tmp_path):
+    from experiments.record import load
+    run([sys.executable, str(ROOT / "experiments" / "run.py"), "cifar10", "redis", "all", "--iters", "30",
+         "--rtt", "10ms", "--prefetch-depth", "32", "--out-of-order", "--data", str(redis_cifar.parent),
+         "--out", str(tmp_path), "--quiet"])
+    records = load([tmp_path / "cifar10" / "records.jsonl"])
+    assert {r.cache for r in records} == {"warm", "cold"} and all(r.ok for r in records)
+    for r in records:
+        assert r.read_options == {"prefetch_depth": 32, "out_of_order": True}
+        assert r.location["kind"] == "redis-cluster" and r.location["rtt_ms_asked"] == 10
+        assert 10 <= r.location["rtt_ms_measured"] < 40
+        assert r.compute["mode"] == "emulated" and r.iterations == 30
+        assert all(s["cpu_seconds"] > 0 for s in r.location["servers"].values())
+        assert r.monitor["net_recv_bytes_total"] > 400 * 3072
+    cold = next(r for r in records if r.cache == "cold")
+    assert "restarted" in cold.cache_method and cold.location["load_seconds"] > 0
+    secret = os.environ["IMGSTORE_REDIS_PASSWORD"]
+    assert not any(secret in f.read_text(errors="replace") for f in tmp_path.rglob("*") if f.is_file())
