@@ -4,19 +4,24 @@ SHELL := /bin/bash
 PY    := .venv/bin/python
 # extra arguments for the runner, e.g. make mnist-all RUN_ARGS="--gpu 0"
 RUN_ARGS ?=
+# for make redis-start / redis-stop, e.g. REDIS_ARGS="--rtt 10ms --nodes 3"
+REDIS_ARGS ?=
 # for make gpu-bundle: the python-include.tgz that device/probe.sh wrote on the GPU machine
 PY_INCLUDE ?=
 
-.PHONY: help setup caffe caffe-gpu caffe-gtest venv data-deps test \
+.PHONY: help setup caffe caffe-gpu caffe-gtest venv data-deps test redis-start redis-stop \
         mnist-all cifar10-all imagenet-all mnist-quick cifar10-quick imagenet-quick report gpu-bundle clean
 
 help:
 	@echo "make test            install everything, then run the test suite"
-	@echo "make mnist-all       the paper's MNIST matrix: 6 backends x warm/cold x 3 repeats; without"
+	@echo "make mnist-all       the paper's MNIST matrix: every backend (the paper's six + redis) x warm/cold x 3 repeats; without"
 	@echo "                     a GPU on an emulated H100 (RUN_ARGS=\"--accelerator none\": real CPU training)"
 	@echo "make cifar10-all     the same for CIFAR-10;  make imagenet-all: ImageNet (lmdb, leveldb, images)"
 	@echo "make mnist-quick     a smoke run of the matrix: few iterations, one repeat"
 	@echo "make report          figures and tables for every results folder (results/, results/h100/, ...)"
+	@echo "make redis-start     a 3-node Redis Cluster on loopback (IMGSTORE_REDIS_PASSWORD must be set;"
+	@echo "                     REDIS_ARGS=\"--rtt 10ms\" adds a round trip); runs start one themselves if needed"
+	@echo "make redis-stop      stop it"
 	@echo "make caffe           (re)build Caffe if its source, patches or options changed"
 	@echo "make caffe-gpu       the same with CUDA + cuDNN (CAFFE_GPU=1)"
 	@echo "make caffe-gtest     build Caffe's own GoogleTest binary in the build tree"
@@ -44,6 +49,12 @@ setup: caffe data-deps
 
 test: setup
 	@$(PY) -m pytest tests
+
+redis-start: setup
+	@$(PY) -m data_prep.redis_cluster start $(REDIS_ARGS)
+
+redis-stop:
+	@$(PY) -m data_prep.redis_cluster stop $(REDIS_ARGS)
 
 mnist-all mnist-quick cifar10-all cifar10-quick imagenet-all imagenet-quick: setup
 	@$(PY) experiments/matrix.py $@ $(RUN_ARGS)

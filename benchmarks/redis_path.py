@@ -79,19 +79,20 @@ def png_copy(cluster, dataset, phase="train"):
             pipe.rpush(redis_store.index(prefix), *part)
             pipe.execute()
         c.set(redis_store.marker(prefix), len(keys))
-        for node in c.get_primaries():  # kept when the cluster restarts (to add or drop the proxy)
-            c.get_redis_connection(node).save()
+        cluster.save()  # kept when the cluster restarts
         return prefix
     finally:
         c.close()
 
 
-def net_file(path, cluster, prefix, dataset, depth, out_of_order):
+def net_file(path, cluster, prefix, dataset, depth, out_of_order, lmdb=None):
+    """A net of one Data layer reading the data set from Redis (or, as the reference, `lmdb`)."""
     import caffe
     from caffe import layers as L, params as P
+    where = dict(source=str(lmdb), backend=P.Data.LMDB) if lmdb else dict(
+        source=cluster.source(prefix), backend=P.Data.REDIS, prefetch_depth=depth, out_of_order=out_of_order)
     n = caffe.NetSpec()
-    n.data, n.label = L.Data(source=cluster.source(prefix), backend=P.Data.REDIS, batch_size=BATCH, ntop=2,
-                             prefetch_depth=depth, out_of_order=out_of_order,
+    n.data, n.label = L.Data(batch_size=BATCH, ntop=2, **where,
                              transform_param=transform_param(dataset.model, Path(cluster.root).parent /
                                                              dataset.name / "mean.binaryproto", caffe.TEST))
     path.write_text(str(n.to_proto()))
@@ -127,6 +128,11 @@ def main(argv=None):
             ds = datasets.get(name)
             if build.load_manifest(Path(a.data) / name, "redis") is None:
                 build.prepare(name, ["redis"], a.data, log=lambda m: print(m, file=sys.stderr))
+            lmdb = Path(a.data) / name / "lmdb" / "train_lmdb"
+            if lmdb.exists():  # the reference: the same net reading the local LMDB, page cache warm
+                cells[f"{name}/raw/lmdb"] = measure(net_file(tmp / "net.prototxt", cluster, None, ds, 0, False, lmdb),
+                                                    a.seconds)
+                print(f"{name}/raw/lmdb {cells[f'{name}/raw/lmdb']:,.0f} images/s", file=sys.stderr, flush=True)
             cluster.start()
             prefixes = {"raw": f"{name}:train"}
             if "png" in a.encodings.split(","):
@@ -161,6 +167,10 @@ def report(cells, measured_rtt, a, depths, rtts):
             direct = cells.get(f"{name}/{enc}/direct/{max(depths)}/in")
             print(f"\n{name}, {enc} Datums: images/s through Caffe's Data layer (batch {BATCH}, "
                   f"{a.seconds} s per cell, 1 round)")
+            lmdb = cells.get(f"{name}/{enc}/lmdb")
+            if lmdb and base:
+                print(f"  the same net from the local LMDB (warm): {lmdb:,.0f}; Redis through the proxy at 0 ms: "
+                      f"{base / lmdb:.2f} of it")
             if base and direct:
                 print(f"  proxy's own cost: direct {direct:,.0f}, through the proxy at 0 ms {base:,.0f} "
                       f"({base / direct:.2f} of direct)")

@@ -239,6 +239,8 @@ def prepare(dataset, backend_names, out_root, source_path=None, limit=None, coun
         raise SourceError(f"{out_root}: its parent folder {out_root.parent} does not exist")
     chosen = [backends.get(b) for b in backend_names]
     ds = datasets.get(dataset)
+    if ds.standin and source_path is None and count is None:
+        count = _standin_count(out_root / dataset, log)
     source = ds.load(source_path, seed=seed, count=count)
     if limit:
         source.train, source.test = source.train.limited(limit), source.test.limited(limit)
@@ -276,6 +278,17 @@ def prepare(dataset, backend_names, out_root, source_path=None, limit=None, coun
         if need_mean:
             _save_mean(compute_mean(source.train, jobs, progress), source, out, log)
     return results
+
+
+def _standin_count(out, log):
+    """The train size of the stand-in already written here, if any: a backend added later must
+    hold the same images (and must not replace the mean the others were made with)."""
+    for manifest in sorted(out.glob(f"*/{MANIFEST}")):
+        count = json.loads(manifest.read_text())["splits"]["train"]["count"]
+        log(f"  {out.name}: the stand-in already written here has {count} train images; using that "
+            "(--count to choose)")
+        return count
+    return None
 
 
 def _current_mean(source, out, force):

@@ -6,15 +6,17 @@
  *   delay_proxy DELAY_MS LISTEN_PORT:TARGET_PORT [LISTEN_PORT:TARGET_PORT ...]
  *
  * Listens on 127.0.0.1 only and connects to 127.0.0.1:TARGET_PORT. Prints "ready" once every
- * port listens. Each direction of a connection is a reader thread (timestamps chunks) and a
- * writer thread (writes each chunk when it is due); at most QUEUE_LIMIT bytes wait per
- * direction, beyond which the reader waits (the sender feels it as a full socket).
+ * port listens. One thread per direction of a connection: it waits (ppoll) for bytes to read or
+ * for the oldest queued chunk to fall due, whichever comes first, and writes chunks when due.
+ * With DELAY_MS 0 that is a plain relay, with no hand-off between threads. At most QUEUE_LIMIT
+ * bytes wait per direction; beyond, it stops reading (the sender feels a full socket).
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
@@ -33,18 +35,12 @@ static int64_t delay_ns;
 struct chunk {
     struct chunk *next;
     int64_t due_ns;
-    size_t len;
+    size_t len, sent;
     char data[];
 };
 
 struct direction {              /* bytes from `from` to `to`, delayed */
     int from, to;
-    pthread_mutex_t lock;
-    pthread_cond_t changed;
-    struct chunk *head, *tail;
-    long queued;
-    int eof;                    /* the reader saw the end (or an error) */
-    int broken;                 /* the writer failed: the reader stops too */
     struct connection *conn;
 };
 
@@ -60,11 +56,6 @@ static int64_t now_ns(void) {
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-static void sleep_until(int64_t due_ns) {
-    struct timespec ts = {due_ns / 1000000000, due_ns % 1000000000};
-    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR) {}
-}
-
 static void thread_done(struct connection *c) {
     pthread_mutex_lock(&c->lock);
     int last = --c->threads_left == 0;
@@ -76,72 +67,66 @@ static void thread_done(struct connection *c) {
     }
 }
 
-static void *reader(void *arg) {
-    struct direction *d = arg;
-    for (;;) {
-        struct chunk *c = malloc(sizeof(struct chunk) + CHUNK);
-        ssize_t n = c ? read(d->from, c->data, CHUNK) : -1;
-        pthread_mutex_lock(&d->lock);
-        if (n <= 0 || d->broken) {
-            free(c);
-            d->eof = 1;
-            pthread_cond_broadcast(&d->changed);
-            pthread_mutex_unlock(&d->lock);
-            break;
-        }
-        c->len = (size_t)n;
-        c->due_ns = now_ns() + delay_ns;
-        c->next = NULL;
-        while (d->queued > QUEUE_LIMIT && !d->broken)
-            pthread_cond_wait(&d->changed, &d->lock);
-        if (d->tail) d->tail->next = c; else d->head = c;
-        d->tail = c;
-        d->queued += n;
-        pthread_cond_broadcast(&d->changed);
-        pthread_mutex_unlock(&d->lock);
-    }
-    thread_done(d->conn);
-    return NULL;
-}
-
-static int write_all(int fd, const char *p, size_t len) {
-    while (len > 0) {
-        ssize_t n = write(fd, p, len);
+/* Write what is due of the queue; returns -1 when the destination failed. */
+static int write_due(struct direction *d, struct chunk **head, struct chunk **tail, long *queued) {
+    while (*head && (*head)->due_ns <= now_ns()) {
+        struct chunk *c = *head;
+        ssize_t n = write(d->to, c->data + c->sent, c->len - c->sent);
         if (n < 0 && errno == EINTR) continue;
         if (n <= 0) return -1;
-        p += n;
-        len -= (size_t)n;
+        c->sent += (size_t)n;
+        if (c->sent < c->len) continue;
+        *head = c->next;
+        if (!*head) *tail = NULL;
+        *queued -= (long)c->len;
+        free(c);
     }
     return 0;
 }
 
-static void *writer(void *arg) {
+static void *relay(void *arg) {
     struct direction *d = arg;
-    for (;;) {
-        pthread_mutex_lock(&d->lock);
-        while (!d->head && !d->eof) pthread_cond_wait(&d->changed, &d->lock);
-        struct chunk *c = d->head;
-        if (!c) {                       /* end of stream, everything written */
-            pthread_mutex_unlock(&d->lock);
-            shutdown(d->to, SHUT_WR);
-            break;
+    struct chunk *head = NULL, *tail = NULL;
+    long queued = 0;
+    int eof = 0;
+    while (!eof || head) {
+        struct timespec wait, *until_due = NULL;     /* NULL: nothing queued, wait for bytes */
+        if (head) {
+            int64_t left = head->due_ns - now_ns();
+            if (left < 0) left = 0;
+            wait.tv_sec = left / 1000000000;
+            wait.tv_nsec = left % 1000000000;
+            until_due = &wait;
         }
-        pthread_mutex_unlock(&d->lock);
-        if (c->due_ns > now_ns()) sleep_until(c->due_ns);
-        int failed = write_all(d->to, c->data, c->len) != 0;
-        pthread_mutex_lock(&d->lock);
-        d->head = c->next;
-        if (!d->head) d->tail = NULL;
-        d->queued -= (long)c->len;
-        d->broken |= failed;
-        pthread_cond_broadcast(&d->changed);
-        pthread_mutex_unlock(&d->lock);
-        free(c);
-        if (failed) {                   /* the other side is gone: end both directions */
+        struct pollfd p = {d->from, (eof || queued > QUEUE_LIMIT) ? 0 : POLLIN, 0};
+        if (ppoll(&p, 1, until_due, NULL) < 0 && errno != EINTR) break;
+        if (p.revents) {
+            struct chunk *c = malloc(sizeof(struct chunk) + CHUNK);
+            ssize_t n = c ? read(d->from, c->data, CHUNK) : -1;
+            if (n <= 0) {
+                free(c);
+                eof = 1;
+            } else {
+                c->len = (size_t)n;
+                c->sent = 0;
+                c->due_ns = now_ns() + delay_ns;
+                c->next = NULL;
+                if (tail) tail->next = c; else head = c;
+                tail = c;
+                queued += n;
+            }
+        }
+        if (write_due(d, &head, &tail, &queued) != 0) {   /* the other side is gone */
             shutdown(d->from, SHUT_RDWR);
             break;
         }
     }
+    while (head) {
+        struct chunk *c = head;
+        head = c->next;
+        free(c);
+    }
+    shutdown(d->to, SHUT_WR);
     thread_done(d->conn);
     return NULL;
 }
@@ -150,12 +135,8 @@ static void start_direction(struct connection *conn, struct direction *d, int fr
     d->from = from;
     d->to = to;
     d->conn = conn;
-    pthread_mutex_init(&d->lock, NULL);
-    pthread_cond_init(&d->changed, NULL);
     pthread_t t;
-    pthread_create(&t, NULL, reader, d);
-    pthread_detach(t);
-    pthread_create(&t, NULL, writer, d);
+    pthread_create(&t, NULL, relay, d);
     pthread_detach(t);
 }
 
@@ -187,7 +168,7 @@ static void *acceptor(void *arg) {
         setsockopt(client, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
         setsockopt(server, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
         struct connection *conn = calloc(1, sizeof *conn);
-        conn->threads_left = 4;
+        conn->threads_left = 2;
         pthread_mutex_init(&conn->lock, NULL);
         start_direction(conn, &conn->up, client, server);
         start_direction(conn, &conn->down, server, client);

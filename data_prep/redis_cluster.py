@@ -66,7 +66,7 @@ def parse_ms(text):
 
 class Cluster:
     def __init__(self, root, nodes=3, port=None):
-        self.root, self.count = Path(root), nodes
+        self.root, self.count = Path(root).resolve(), nodes  # redis-server chdirs: paths must be absolute
         self.port = port or int(os.environ.get(PORT_ENV, "7100"))
 
     # --- addresses ---------------------------------------------------------------
@@ -152,6 +152,29 @@ class Cluster:
         if delay_ms is None:
             self._stop_pid(self.proxy_pid())
 
+    def save(self, timeout=600):
+        """Every node's data to its RDB file, in the background (a SAVE of a large data set
+        blocks a node past the cluster's failure timeout), waiting until all are written."""
+        nodes, deadline = self.nodes(), time.time() + timeout
+
+        def settled(n, saves=None):  # no save running (and, given a count, one more done)
+            info = n.info("persistence")
+            return not info["rdb_bgsave_in_progress"] and (saves is None or info["rdb_saves"] > saves)
+        while not all(settled(n) for n in nodes) and time.time() < deadline:
+            time.sleep(0.1)
+        before = [n.info("persistence")["rdb_saves"] for n in nodes]
+        for n in nodes:
+            n.bgsave()
+        for n, saves in zip(nodes, before):
+            while not settled(n, saves):
+                if time.time() > deadline:
+                    raise ClusterError(f"node {n.connection_pool.connection_kwargs['port']}: RDB not written "
+                                       f"in {timeout} s")
+                time.sleep(0.1)
+            if n.info("persistence")["rdb_last_bgsave_status"] != "ok":
+                raise ClusterError(f"node {n.connection_pool.connection_kwargs['port']}: writing its RDB file "
+                                   f"failed (its log: {self.root}/node-*/redis.log)")
+
     @contextmanager
     def session(self, rtt_ms=None):
         """The cluster up for a while, as it is reached now if it runs; else started (reached
@@ -170,7 +193,7 @@ class Cluster:
         config = "\n".join([
             f"port {port}", "bind 127.0.0.1", "protected-mode yes",
             f"requirepass {pw}", f"masterauth {pw}",
-            "cluster-enabled yes", "cluster-config-file nodes.conf", "cluster-node-timeout 5000",
+            "cluster-enabled yes", "cluster-config-file nodes.conf", "cluster-node-timeout 30000",
             f"cluster-announce-ip 127.0.0.1", f"cluster-announce-port {announced_port}",
             f"cluster-announce-bus-port {port + 10000}",
             f"dir {d}", "dbfilename dump.rdb", 'save ""', "appendonly no",
@@ -252,11 +275,18 @@ class Cluster:
         self._stop_pid(self.proxy_pid())
         import toolchain
         maps = [f"{p}:{n}" for p, n in zip(self.proxy_ports(), self.node_ports())]
-        proc = subprocess.Popen([str(toolchain.delay_proxy()), str(delay_ms)] + maps, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, start_new_session=True)
-        if proc.stdout.readline().strip() != b"ready":
+        for attempt in range(50):  # a proxy just stopped may hold its ports for a moment
+            log = self.root / "proxy.log"
+            with open(log, "wb") as errors:  # not a pipe: nobody reads it while the proxy runs
+                proc = subprocess.Popen([str(toolchain.delay_proxy()), str(delay_ms)] + maps, stdout=subprocess.PIPE,
+                                        stderr=errors, start_new_session=True)
+            if proc.stdout.readline().strip() == b"ready":
+                break
             proc.wait()
-            raise ClusterError(f"delay proxy failed: {proc.stderr.read().decode(errors='replace').strip()}")
+            error = log.read_text(errors="replace").strip()
+            if "in use" not in error or attempt == 49:
+                raise ClusterError(f"delay proxy failed: {error}")
+            time.sleep(0.1)
         (self.root / "proxy.pid").write_text(f"{proc.pid}\n")
         (self.root / "proxy.delay").write_text(f"{delay_ms}\n")
 
@@ -320,9 +350,13 @@ class Cluster:
 
 
 def _zombie(pid):
+    """Exited, waiting to be reaped by a parent that is not us. A multi-threaded process shows
+    its main thread as a zombie while the others still exit (its sockets still open): only
+    a zombie with one thread left is gone."""
     try:
-        return open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] == "Z"
-    except (OSError, IndexError):
+        status = dict(line.split(":", 1) for line in open(f"/proc/{pid}/status") if ":" in line)
+        return status["State"].split()[0] == "Z" and int(status["Threads"]) <= 1
+    except (OSError, KeyError, ValueError):
         return True
 
 

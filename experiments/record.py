@@ -93,8 +93,11 @@ class Record:
         return Limits.from_record(self.limits).label()
 
     def setup(self):
-        """What makes runs comparable with each other: machine, compute, limits."""
-        return (self.machine_label(), self.compute_label(per_net=False), self.limits_label())
+        """What makes runs comparable with each other: machine, compute, limits (and the
+        network, for data on servers reached through a round trip)."""
+        rtt = (self.location or {}).get("rtt_ms_asked")
+        network = f"; {rtt:g} ms round trip to the servers" if rtt is not None else ""
+        return (self.machine_label(), self.compute_label(per_net=False), self.limits_label() + network)
 
 
 def append(path, record):

@@ -182,8 +182,10 @@ def _train_and_record(spec, run_id, run_dir, dataset, backend, dest, location, c
     max_iter, test_iter = iters
     cmd = backend.train_command(run_dir / "solver.prototxt", dest, dataset, spec.gpu)
     how, resident = location.set_cache(spec.cache, spec.cold_fallback, group)
+    held = (f"{resident:.1%} of {len(location.files)} files resident" if location.files
+            else "every record in the servers' memory")
     log(f"{dataset.name} {backend.name} {spec.cache} #{spec.repeat}: cache made {spec.cache} by {how}, "
-        f"{resident:.1%} of {len(location.files)} files resident; compute: {_compute_words(compute)}")
+        f"{held}; compute: {_compute_words(compute)}")
 
     python_path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
     child_env = dict(os.environ, GLOG_logtostderr="1", GLOG_minloglevel="0", PYTHONPATH=python_path)

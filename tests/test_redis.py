@@ -262,7 +262,7 @@ def test_a_run_from_redis_over_a_round_trip_is_recorded_with_it(redis_cifar, run
         assert r.location["kind"] == "redis-cluster" and r.location["rtt_ms_asked"] == 10
         assert 10 <= r.location["rtt_ms_measured"] < 40
         assert r.compute["mode"] == "emulated" and r.iterations == 30
-        assert all(s["cpu_seconds"] > 0 for s in r.location["servers"].values())
+        assert len(r.location["servers"]) == 3 and sum(s["cpu_seconds"] for s in r.location["servers"].values()) > 0
         assert r.monitor["net_recv_bytes_total"] > 400 * 3072
     cold = next(r for r in records if r.cache == "cold")
     assert "restarted" in cold.cache_method and cold.location["load_seconds"] > 0

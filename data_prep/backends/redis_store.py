@@ -112,8 +112,7 @@ class _Writer(datum.BatchWriter):
 
     def finish(self):
         self.client.set(marker(self.prefix), self.count)
-        for node in self.client.get_primaries():  # what a restart loads: the complete data set
-            self.client.get_redis_connection(node).save()
+        self.cluster.save()  # what a restart loads: the complete data set
         self._close()
 
     def abandon(self):
@@ -128,7 +127,7 @@ class _Writer(datum.BatchWriter):
 
 @register
 class RedisBackend(datum.DatumBackend, Backend):
-    name, label, color = "redis", "Redis Cluster", "#e7298a"
+    name, label, color = "redis", "Redis Cluster", "#a6761d"
     db = "REDIS"
     location = "redis-cluster"
     read_options = ("prefetch_depth", "out_of_order")
