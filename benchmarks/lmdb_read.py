@@ -1,0 +1,124 @@
+#!/usr/bin/env python3
+"""Cold read rate of Caffe's stock LMDB path against `dd` of the same data.mdb, under the same
+limits: the baseline that an optimised reader (LMDBIO's DIO + COAL, issue 14) must approach.
+
+For each dataset and limit, in one run: the page cache dropped, then `dd bs=4M` of data.mdb
+(sequential, large requests: what the disk can give); dropped again, then one pass over the
+train split through Caffe's Data layer (memory-mapped B+tree, 4 KB page faults and the kernel's
+readahead) with no transform, in its own process. Both inside a cgroup with the limit (v1 or
+v2, as the runner's --riops/--rbps). MB/s = data.mdb's bytes / seconds; the last column is the
+Data layer's rate over dd's.
+
+  python benchmarks/lmdb_read.py [--datasets mnist,imagenet] [--rounds 1] [--read-ahead-kb 128] [--json FILE]
+
+The kernel's readahead decides how much a page fault brings in: with a large read_ahead_kb
+(this project's CI machine: 8192) the stock path's faults become large sequential reads, the
+coalescing LMDBIO does by hand; --read-ahead-kb sets the data's disk to another value for the
+run (128 is the common default) and puts it back after.
+
+Needs root (drop_caches, cgroups).
+"""
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import toolchain  # noqa: E402
+from data_prep import cache, datasets, locations  # noqa: E402
+from experiments import cgroup, runner  # noqa: E402
+
+LIMITS = {"unlimited": cgroup.Limits(), "paper2016 disk (150 IOPS, 600 MB/s)": cgroup.Limits(riops=150, rbps=600 * 10**6)}
+
+ONE_PASS = """
+import sys, time, caffe
+from caffe import layers as L, params as P
+source, batch, count = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+n = caffe.NetSpec()
+n.data, n.label = L.Data(source=source, backend=P.Data.LMDB, batch_size=batch, ntop=2)
+open(sys.argv[4], "w").write(str(n.to_proto()))
+start = time.time()
+net = caffe.Net(sys.argv[4], caffe.TEST)
+for _ in range(count // batch):
+    net.forward()
+print(time.time() - start)
+"""
+
+
+def timed(cmd, group):
+    start = time.time()
+    p = subprocess.run(cmd, capture_output=True, text=True, preexec_fn=group.enter if group else None)
+    if p.returncode != 0:
+        raise RuntimeError(f"{cmd[0]} failed: {p.stderr[-1500:]}")
+    return time.time() - start, p.stdout
+
+
+def one_round(lmdb_dir, count, batch, limits, tmp):
+    mdb = lmdb_dir / "data.mdb"
+    location = locations.LocalFolder(lmdb_dir, [mdb])
+    group = cgroup.create(limits, f"lmdb-read-{uuid.uuid4().hex[:6]}", location) if limits.any() else None
+    try:
+        cache.drop_caches()
+        dd_seconds, _ = timed(["dd", f"if={mdb}", "of=/dev/null", "bs=4M"], group)
+        cache.drop_caches()
+        _, out = timed([str(toolchain.PYTHON), "-c", ONE_PASS, str(lmdb_dir), str(batch), str(count),
+                        str(tmp / "net.prototxt")], group)
+        return dd_seconds, float(out.strip().splitlines()[-1])
+    finally:
+        if group:
+            group.remove()
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--datasets", default="mnist,imagenet")
+    p.add_argument("--rounds", type=int, default=1)
+    p.add_argument("--data", default=str(runner.ROOT / "data"))
+    p.add_argument("--json", type=Path)
+    p.add_argument("--read-ahead-kb", type=int, help="the data disk's read_ahead_kb during the run")
+    a = p.parse_args(argv)
+    disk = Path(f"/sys/class/block/{locations.block_device_of(a.data)}")
+    disk = disk.resolve().parent if (disk / "partition").exists() else disk  # the whole disk's queue
+    knob = disk / "queue" / "read_ahead_kb"
+    before = knob.read_text().strip()
+    if a.read_ahead_kb:
+        knob.write_text(str(a.read_ahead_kb))
+    try:
+        return measure_all(a, knob.read_text().strip())
+    finally:
+        knob.write_text(before)
+
+
+def measure_all(a, read_ahead_kb):
+    tmp = Path(f"/tmp/lmdb-read-{uuid.uuid4().hex[:6]}")
+    tmp.mkdir()
+    cells = {}
+    print(f"read_ahead_kb of the data's disk: {read_ahead_kb}")
+    print(f"{'dataset':<9} {'limit':<36} {'data.mdb':>9} {'dd MB/s':>9} {'Caffe MB/s':>11} "
+          f"{'images/s':>9} {'Caffe/dd':>9}")
+    for name in a.datasets.split(","):
+        ds = datasets.get(name)
+        lmdb_dir = Path(a.data) / name / "lmdb" / "train_lmdb"
+        manifest = json.loads((lmdb_dir.parent / "manifest.json").read_text())
+        count, size = manifest["splits"]["train"]["count"], (lmdb_dir / "data.mdb").stat().st_size
+        for label, limits in LIMITS.items():
+            runs = [one_round(lmdb_dir, count, ds.model.batch, limits, tmp) for _ in range(a.rounds)]
+            dd = statistics.median(r[0] for r in runs)
+            caffe = statistics.median(r[1] for r in runs)
+            cells[f"{name}/{label}"] = {"dd_seconds": [r[0] for r in runs], "caffe_seconds": [r[1] for r in runs],
+                                        "bytes": size, "records": count}
+            print(f"{name:<9} {label:<36} {size / 2**20:7.0f}Mi {size / dd / 1e6:9.1f} {size / caffe / 1e6:11.1f} "
+                  f"{count / caffe:9.0f} {dd / caffe:9.2f}", flush=True)
+    if a.json:
+        a.json.write_text(json.dumps({"cells": cells, "read_ahead_kb": read_ahead_kb,
+                                      "machine": runner.environment()}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
