@@ -82,9 +82,7 @@ def main(argv=None):
     p.add_argument("--json", type=Path)
     p.add_argument("--read-ahead-kb", type=int, help="the data disk's read_ahead_kb during the run")
     a = p.parse_args(argv)
-    disk = Path(f"/sys/class/block/{locations.block_device_of(a.data)}")
-    disk = disk.resolve().parent if (disk / "partition").exists() else disk  # the whole disk's queue
-    knob = disk / "queue" / "read_ahead_kb"
+    knob = locations.read_ahead_knob(a.data)
     before = knob.read_text().strip()
     if a.read_ahead_kb:
         knob.write_text(str(a.read_ahead_kb))

@@ -43,6 +43,9 @@ def test_each_backend_trains_through_the_runner(backend, mnist_small, results):
     assert 10 * 2**20 < r.process["peak_rss_bytes"] < 4 * 2**30
     if backends.get(backend).location == "local":
         assert r.location["kind"] == "local" and r.location["path"].endswith(f"mnist/{backend}")
+        from data_prep.locations import read_ahead_knob
+        knob = read_ahead_knob(mnist_small)
+        assert r.location["read_ahead_kb"] == (int(knob.read_text()) if knob.exists() else None)
     else:
         assert r.location["kind"] == backends.get(backend).location
     run_dir = results / r.run_dir
