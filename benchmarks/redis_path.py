@@ -63,21 +63,16 @@ def png_copy(cluster, dataset, phase="train"):
         redis_store.delete_prefix(c, prefix)
         source = f"{dataset}:{phase}"
         keys = redis_store.keys_of(c, source)
-        for lo in range(0, len(keys), redis_store.PIPELINE):
-            part = keys[lo:lo + redis_store.PIPELINE]
-            pipe = c.pipeline(transaction=False)
-            for k in part:
-                pipe.get(f"{source}:{k}")
-            values = pipe.execute()
-            pipe = c.pipeline(transaction=False)
-            for k, v in zip(part, values):
-                label, pixels = datum.decode(v)
-                ok, png = cv2.imencode(".png", np.ascontiguousarray(pixels.transpose(1, 2, 0)))
-                d = caffe_pb2.Datum(channels=pixels.shape[0], height=pixels.shape[1], width=pixels.shape[2],
-                                    data=png.tobytes(), label=label, encoded=True)
-                pipe.set(f"{prefix}:{k}", d.SerializeToString())
-            pipe.rpush(redis_store.index(prefix), *part)
-            pipe.execute()
+        pipe = c.pipeline(transaction=False)
+        for n, (key, (value,)) in enumerate(redis_store.pipelined(c, [f"{source}:{k}" for k in keys], "get"), 1):
+            label, pixels = datum.decode(value)
+            ok, png = cv2.imencode(".png", np.ascontiguousarray(pixels.transpose(1, 2, 0)))
+            d = caffe_pb2.Datum(channels=pixels.shape[0], height=pixels.shape[1], width=pixels.shape[2],
+                                data=png.tobytes(), label=label, encoded=True)
+            pipe.set(f"{prefix}:{key[len(source) + 1:]}", d.SerializeToString())
+            if n % redis_store.PIPELINE == 0 or n == len(keys):
+                pipe.execute()
+        c.rpush(redis_store.index(prefix), *keys)
         c.set(redis_store.marker(prefix), len(keys))
         cluster.save()  # kept when the cluster restarts
         return prefix
@@ -143,7 +138,7 @@ def main(argv=None):
                 for enc, prefix in prefixes.items():
                     for depth in depths:
                         for ooo in ([False, True] if depth > 1 else [False]):
-                            if rtt is None and (ooo or depth not in (max(depths),)):
+                            if rtt is None and (ooo or depth != max(depths)):
                                 continue  # direct: only the proxy's cost at the deepest pipeline
                             path = net_file(tmp / "net.prototxt", cluster, prefix, ds, depth, ooo)
                             rate = measure(path, a.seconds)
@@ -188,9 +183,8 @@ def report(cells, measured_rtt, a, depths, rtts):
                 print(f"  at {rtts[-1]:g} ms with {max(depths)} in flight: {far / base:.2f} of the rate at {rtts[0]:g} ms "
                       f"(goal >= 0.90); with 1 in flight: "
                       f"{(cells.get(f'{name}/{enc}/{rtts[-1]}/1/in') or 0) / base:.4f}")
-    spread = [v for v in cells.values()]
-    if spread:
-        print(f"\n{len(cells)} cells, median {statistics.median(spread):,.0f} images/s")
+    if cells:
+        print(f"\n{len(cells)} cells, median {statistics.median(cells.values()):,.0f} images/s")
 
 
 if __name__ == "__main__":

@@ -181,12 +181,13 @@ def write_artifact(source, backend, out, mean, jobs, progress=True, want_train_s
     partial = out / f".{backend.name}.partial"
     shutil.rmtree(partial, ignore_errors=True)
     partial.mkdir()
-    with backend.session(partial):
-        return _write_artifact(source, backend, out, mean, jobs, progress, want_train_sum,
-                               context(source.dataset, final, mean, overwrite), final, partial)
+    with backend.session(partial):  # a server up for the whole of it
+        return _write_into(partial, source, backend, context(source.dataset, final, mean, overwrite),
+                           jobs, progress, want_train_sum)
 
 
-def _write_artifact(source, backend, out, mean, jobs, progress, want_train_sum, ctx, final, partial):
+def _write_into(partial, source, backend, ctx, jobs, progress, want_train_sum):
+    out, final = partial.parent, ctx.final_dir
     started = time.time()
     train_sum = None
     try:

@@ -123,7 +123,7 @@ class RedisClusterLocation:
         else:
             self.started = self.cluster.start(self.rtt_ms)
             for phase in ("train", "test"):
-                for _ in redis_store.RedisBackend().items((self.path, phase)):
+                for _ in redis_store.records(self.path, phase):
                     pass
             how = "every record read once over the network"
         self.usage_before = self.cluster.server_usage()
@@ -137,14 +137,15 @@ class RedisClusterLocation:
                             "over the network (use --rtt)")
 
     def describe(self):
-        d = dict(self.cluster.describe(), kind=self.kind, root=str(self.cluster.root),
-                 load_seconds=self.load_seconds)
-        after = self.cluster.server_usage()
-        d["servers"] = {port: None if not now or not (self.usage_before or {}).get(port) else
-                        {"cpu_seconds": round(now["cpu_seconds"] - self.usage_before[port]["cpu_seconds"], 3),
-                         "rss_bytes": now["rss_bytes"]}
-                        for port, now in after.items()}
-        return d
+        """The cluster, the round trip, and each server's CPU seconds since set_cache and its
+        memory now."""
+        servers = {}
+        for port, now in self.cluster.server_usage().items():
+            then = (self.usage_before or {}).get(port)
+            servers[port] = None if not (now and then) else {
+                "cpu_seconds": round(now["cpu_seconds"] - then["cpu_seconds"], 3), "rss_bytes": now["rss_bytes"]}
+        return dict(self.cluster.describe(), kind=self.kind, root=str(self.cluster.root),
+                    load_seconds=self.load_seconds, servers=servers)
 
     def close(self):
         if self.started:

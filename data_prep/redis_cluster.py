@@ -103,10 +103,12 @@ class Cluster:
         return all(self.server_pids())
 
     def delay_ms(self):
-        """The proxies' one-way delay now, or None when clients reach the nodes directly."""
+        """The proxies' one-way delay now (the running proxy's first argument), or None when
+        clients reach the nodes directly."""
+        pid = self.proxy_pid()
         try:
-            return float((self.root / "proxy.delay").read_text()) if self.proxy_pid() else None
-        except (OSError, ValueError):
+            return float(Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[1]) if pid else None
+        except (OSError, ValueError, IndexError):
             return None
 
     def start(self, rtt_ms=None, timeout=60, keep_reach=False):
@@ -123,15 +125,13 @@ class Cluster:
         if shutil.which("redis-server") is None:
             raise ClusterError("redis-server not found: apt-get install redis-server redis-tools")
         self.root.mkdir(parents=True, exist_ok=True)
-        announced = self.node_ports() if want is None else self.proxy_ports()
         for i, port in enumerate(self.node_ports()):
-            self._start_node(i, port, announced[i])
+            self._start_node(i, port)
         try:
             self._wait_ready(timeout)
             self._form_cluster()
-            self._wait_converged(announced, timeout)
-            if want is not None:
-                self._start_proxy(want)
+            self._wait_converged(self.node_ports(), timeout)
+            self._reach(want, timeout)
         except BaseException:
             self.stop()
             raise
@@ -165,15 +165,14 @@ class Cluster:
         before = [n.info("persistence")["rdb_saves"] for n in nodes]
         for n in nodes:
             n.bgsave()
-        for n, saves in zip(nodes, before):
+        for i, (n, saves) in enumerate(zip(nodes, before)):
             while not settled(n, saves):
                 if time.time() > deadline:
-                    raise ClusterError(f"node {n.connection_pool.connection_kwargs['port']}: RDB not written "
-                                       f"in {timeout} s")
+                    raise ClusterError(f"node {i} (127.0.0.1:{self.node_ports()[i]}): RDB not written in {timeout} s")
                 time.sleep(0.1)
             if n.info("persistence")["rdb_last_bgsave_status"] != "ok":
-                raise ClusterError(f"node {n.connection_pool.connection_kwargs['port']}: writing its RDB file "
-                                   f"failed (its log: {self.root}/node-*/redis.log)")
+                raise ClusterError(f"node {i} (127.0.0.1:{self.node_ports()[i]}): writing its RDB file failed "
+                                   f"(its log: {self.node_dir(i) / 'redis.log'})")
 
     @contextmanager
     def session(self, rtt_ms=None):
@@ -186,7 +185,7 @@ class Cluster:
             if started:
                 self.stop()
 
-    def _start_node(self, i, port, announced_port):
+    def _start_node(self, i, port):
         d = self.node_dir(i)
         d.mkdir(parents=True, exist_ok=True)
         pw = password()
@@ -194,7 +193,7 @@ class Cluster:
             f"port {port}", "bind 127.0.0.1", "protected-mode yes",
             f"requirepass {pw}", f"masterauth {pw}",
             "cluster-enabled yes", "cluster-config-file nodes.conf", "cluster-node-timeout 30000",
-            f"cluster-announce-ip 127.0.0.1", f"cluster-announce-port {announced_port}",
+            "cluster-announce-ip 127.0.0.1", f"cluster-announce-port {port}",
             f"cluster-announce-bus-port {port + 10000}",
             f"dir {d}", "dbfilename dump.rdb", 'save ""', "appendonly no",
             f"pidfile {d / 'redis.pid'}", f"logfile {d / 'redis.log'}", "daemonize no", ""])
@@ -275,20 +274,14 @@ class Cluster:
         self._stop_pid(self.proxy_pid())
         import toolchain
         maps = [f"{p}:{n}" for p, n in zip(self.proxy_ports(), self.node_ports())]
-        for attempt in range(50):  # a proxy just stopped may hold its ports for a moment
-            log = self.root / "proxy.log"
-            with open(log, "wb") as errors:  # not a pipe: nobody reads it while the proxy runs
-                proc = subprocess.Popen([str(toolchain.delay_proxy()), str(delay_ms)] + maps, stdout=subprocess.PIPE,
-                                        stderr=errors, start_new_session=True)
-            if proc.stdout.readline().strip() == b"ready":
-                break
+        log = self.root / "proxy.log"
+        with open(log, "wb") as errors:  # not a pipe: nobody reads it while the proxy runs
+            proc = subprocess.Popen([str(toolchain.delay_proxy()), str(delay_ms)] + maps, stdout=subprocess.PIPE,
+                                    stderr=errors, start_new_session=True)
+        if proc.stdout.readline().strip() != b"ready":
             proc.wait()
-            error = log.read_text(errors="replace").strip()
-            if "in use" not in error or attempt == 49:
-                raise ClusterError(f"delay proxy failed: {error}")
-            time.sleep(0.1)
+            raise ClusterError(f"delay proxy failed: {log.read_text(errors='replace').strip()}")
         (self.root / "proxy.pid").write_text(f"{proc.pid}\n")
-        (self.root / "proxy.delay").write_text(f"{delay_ms}\n")
 
     @staticmethod
     def _stop_pid(pid, timeout=10):
@@ -344,8 +337,7 @@ class Cluster:
     def describe(self):
         delay = self.delay_ms()
         return {"nodes": self.count, "ports": self.node_ports(), "replicas": 0,
-                "delay_proxy": delay is not None, "one_way_delay_ms": delay,
-                "rtt_ms_asked": None if delay is None else 2 * delay,
+                "rtt_ms_asked": None if delay is None else 2 * delay,  # None: no proxy, direct
                 "rtt_ms_measured": self.rtt_ms() if self.running() else None, "bandwidth_limit": None}
 
 

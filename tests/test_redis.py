@@ -98,7 +98,7 @@ def test_redis_holds_the_lmdb_datum_bytes_key_by_key(redis_cifar, running):
     from data_prep.backends import lmdb_store, redis_store
     for phase in ("train", "test"):
         lmdb = list(lmdb_store.raw_items(redis_cifar / "lmdb" / f"{phase}_lmdb"))
-        redis = list(redis_store.RedisBackend().items((redis_cifar / "redis", phase)))
+        redis = list(redis_store.records(redis_cifar / "redis", phase))
         assert len(lmdb) == len(redis) > 0
         assert lmdb == redis
     manifest = json.loads((redis_cifar / "redis" / "manifest.json").read_text())
@@ -205,7 +205,7 @@ def test_an_incomplete_data_set_is_refused_then_rewritten(scratch, tmp_path):
         assert c.get("mnist:train:~complete") is None
         assert not (data_root / "mnist" / "redis" / "manifest.json").exists()
         with pytest.raises(Exception, match="marker"):
-            list(redis_store.RedisBackend().items((data_root / "mnist" / "redis", "train")))
+            list(redis_store.records(data_root / "mnist" / "redis", "train"))
         build.prepare("mnist", ["redis"], data_root, limit=20000, progress=False, log=lambda *_: None)
         assert int(c.get("mnist:train:~complete")) == 20000 == c.llen("mnist:train:~index")
         # a complete data set that no manifest here describes is not overwritten without --force

@@ -66,6 +66,36 @@ def delete_prefix(c, prefix):
         pipe.execute()
 
 
+def pipelined(c, keys, *commands):
+    """(key, [each command's reply]) for every key, PIPELINE keys per round trip; commands are
+    client method names ("get", "strlen", ...)."""
+    for lo in range(0, len(keys), PIPELINE):
+        pipe = c.pipeline(transaction=False)
+        for key in keys[lo:lo + PIPELINE]:
+            for command in commands:
+                getattr(pipe, command)(key)
+        replies = pipe.execute()
+        n = len(commands)
+        for i, key in enumerate(keys[lo:lo + PIPELINE]):
+            yield key, replies[i * n:(i + 1) * n]
+
+
+def records(dest, phase):
+    """(key, Datum bytes) of the artifact at `dest`, in key order; the cluster is started for
+    the reading if it is not up."""
+    cluster = cluster_of(dest)
+    with cluster.session():
+        c = client(cluster)
+        try:
+            prefix = prefix_of(dest, phase)
+            for key, (value,) in pipelined(c, [f"{prefix}:{k}" for k in keys_of(c, prefix)], "get"):
+                if value is None:
+                    raise SourceError(f"Redis: key {key} is missing")
+                yield key[len(prefix) + 1:].encode(), value
+        finally:
+            c.close()
+
+
 class _Batch:
     """One pipeline of SETs and the index entries for them."""
 
@@ -79,19 +109,22 @@ class _Batch:
 
 
 class _Writer(datum.BatchWriter):
+    """Writes one split into a running cluster (build.write_artifact keeps it up: `session`)."""
+
     def __init__(self, cluster, prefix, overwrite):
         import redis
         self.cluster, self.prefix, self.count = cluster, prefix, 0
-        self.started = cluster.start()
         self.client = client(cluster)
         try:
             if self.client.get(marker(prefix)) is not None and not overwrite:
                 raise SourceError(f"Redis cluster under {cluster.root} already holds a complete data set {prefix} "
                                   "that no manifest here describes; --force overwrites it")
             delete_prefix(self.client, prefix)  # also what a killed earlier write left
-        except redis.RedisError as e:
-            self.abandon()
-            raise SourceError(f"Redis cluster under {cluster.root}: {e}") from e
+        except BaseException as e:
+            self.client.close()
+            if isinstance(e, redis.RedisError):
+                raise SourceError(f"Redis cluster under {cluster.root}: {e}") from e
+            raise
         super().__init__()
 
     def begin(self):
@@ -113,16 +146,10 @@ class _Writer(datum.BatchWriter):
     def finish(self):
         self.client.set(marker(self.prefix), self.count)
         self.cluster.save()  # what a restart loads: the complete data set
-        self._close()
+        self.client.close()
 
     def abandon(self):
-        self._close()
-
-    def _close(self):
-        if getattr(self, "client", None) is not None:
-            self.client.close()
-        if self.started:
-            self.cluster.stop()
+        self.client.close()
 
 
 @register
@@ -152,53 +179,24 @@ class RedisBackend(datum.DatumBackend, Backend):
 
     def footprint(self, dest, phase=None):
         """As the servers report it: value bytes (STRLEN) and memory used (MEMORY USAGE)."""
-        with self.session(dest):
-            return self._footprint(dest, phase)
-
-    def _footprint(self, dest, phase):
-        c = client(cluster_of(dest))
-        try:
-            apparent = allocated = records = 0
-            for p in [phase] if phase else ["train", "test"]:
-                prefix = prefix_of(dest, p)
-                keys = [f"{prefix}:{k}" for k in keys_of(c, prefix)]
-                for lo in range(0, len(keys), PIPELINE):
-                    pipe = c.pipeline(transaction=False)
-                    for k in keys[lo:lo + PIPELINE]:
-                        pipe.strlen(k)
-                        pipe.memory_usage(k)
-                    got = pipe.execute()
-                    apparent += sum(v for v in got[0::2] if v)
-                    allocated += sum(v for v in got[1::2] if v)
-                allocated += sum(c.memory_usage(k) or 0 for k in (index(prefix), marker(prefix)))
-                records += len(keys)
-            return {"apparent_bytes": apparent, "allocated_bytes": allocated, "files": 0, "records": records}
-        finally:
-            c.close()
-
-    def items(self, dest_and_phase):
-        dest, phase = dest_and_phase
-        with self.session(dest):
-            yield from self._items(dest, phase)
-
-    def _items(self, dest, phase):
-        c = client(cluster_of(dest))
-        try:
-            prefix = prefix_of(dest, phase)
-            keys = keys_of(c, prefix)
-            for lo in range(0, len(keys), PIPELINE):
-                pipe = c.pipeline(transaction=False)
-                for k in keys[lo:lo + PIPELINE]:
-                    pipe.get(f"{prefix}:{k}")
-                for k, v in zip(keys[lo:lo + PIPELINE], pipe.execute()):
-                    if v is None:
-                        raise SourceError(f"Redis: key {prefix}:{k} is missing")
-                    yield k.encode(), v
-        finally:
-            c.close()
+        cluster = cluster_of(dest)
+        with cluster.session():
+            c = client(cluster)
+            try:
+                apparent = allocated = count = 0
+                for p in [phase] if phase else ["train", "test"]:
+                    prefix = prefix_of(dest, p)
+                    keys = [f"{prefix}:{k}" for k in keys_of(c, prefix)]
+                    for _, (length, used) in pipelined(c, keys, "strlen", "memory_usage"):
+                        apparent, allocated = apparent + (length or 0), allocated + (used or 0)
+                    allocated += sum(c.memory_usage(k) or 0 for k in (index(prefix), marker(prefix)))
+                    count += len(keys)
+                return {"apparent_bytes": apparent, "allocated_bytes": allocated, "files": 0, "records": count}
+            finally:
+                c.close()
 
     def read(self, dest, phase, ctx):
-        for _, value in self.items((dest, phase)):
+        for _, value in records(dest, phase):
             yield datum.decode(value)
 
     def data_layer(self, dest, dataset, mean_file, read_options=None):
