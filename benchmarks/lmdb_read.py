@@ -1,13 +1,14 @@
 #!/usr/bin/env python3
-"""Cold read rate of Caffe's stock LMDB path against `dd` of the same data.mdb, under the same
-limits: the baseline that an optimised reader (LMDBIO's DIO + COAL, issue 14) must approach.
+"""Cold read rate of Caffe's two LMDB read paths against `dd` of the same data.mdb, under the
+same limits: the stock memory-mapped cursor (lmdb_read: MMAP) and LMDBIO's DIO + COAL
+(lmdb_read: COALESCED, caffe/patches/0013).
 
 For each dataset and limit, in one run: the page cache dropped, then `dd bs=4M` of data.mdb
 (sequential, large requests: what the disk can give); dropped again, then one pass over the
-train split through Caffe's Data layer (memory-mapped B+tree, 4 KB page faults and the kernel's
-readahead) with no transform, in its own process. Both inside a cgroup with the limit (v1 or
-v2, as the runner's --riops/--rbps). MB/s = data.mdb's bytes / seconds; the last column is the
-Data layer's rate over dd's.
+train split through Caffe's Data layer with no transform, in its own process, once per read
+path (dropped before each). All inside a cgroup with the limit (v1 or v2, as the runner's
+--riops/--rbps). MB/s = data.mdb's bytes / seconds; the last columns are each path's rate over
+dd's. --rounds N repeats every cell N times in turn and prints medians and the spread.
 
   python benchmarks/lmdb_read.py [--datasets mnist,imagenet] [--rounds 1] [--read-ahead-kb 128] [--json FILE]
 
@@ -38,9 +39,10 @@ LIMITS = {"unlimited": cgroup.Limits(), "paper2016 disk (150 IOPS, 600 MB/s)": c
 ONE_PASS = """
 import sys, time, caffe
 from caffe import layers as L, params as P
-source, batch, count = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+source, batch, count, read = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[5]
 n = caffe.NetSpec()
-n.data, n.label = L.Data(source=source, backend=P.Data.LMDB, batch_size=batch, ntop=2)
+n.data, n.label = L.Data(source=source, backend=P.Data.LMDB, batch_size=batch, ntop=2,
+                         lmdb_read=getattr(P.Data, read.upper()))
 open(sys.argv[4], "w").write(str(n.to_proto()))
 start = time.time()
 net = caffe.Net(sys.argv[4], caffe.TEST)
@@ -58,17 +60,23 @@ def timed(cmd, group):
     return time.time() - start, p.stdout
 
 
+PATHS = ("mmap", "coalesced")
+
+
 def one_round(lmdb_dir, count, batch, limits, tmp):
+    """{"dd": seconds, "mmap": seconds, "coalesced": seconds}, each from a dropped page cache."""
     mdb = lmdb_dir / "data.mdb"
     location = locations.LocalFolder(lmdb_dir, [mdb])
     group = cgroup.create(limits, f"lmdb-read-{uuid.uuid4().hex[:6]}", location) if limits.any() else None
     try:
         cache.drop_caches()
-        dd_seconds, _ = timed(["dd", f"if={mdb}", "of=/dev/null", "bs=4M"], group)
-        cache.drop_caches()
-        _, out = timed([str(toolchain.PYTHON), "-c", ONE_PASS, str(lmdb_dir), str(batch), str(count),
-                        str(tmp / "net.prototxt")], group)
-        return dd_seconds, float(out.strip().splitlines()[-1])
+        seconds = {"dd": timed(["dd", f"if={mdb}", "of=/dev/null", "bs=4M"], group)[0]}
+        for path in PATHS:
+            cache.drop_caches()
+            _, out = timed([str(toolchain.PYTHON), "-c", ONE_PASS, str(lmdb_dir), str(batch), str(count),
+                            str(tmp / "net.prototxt"), path], group)
+            seconds[path] = float(out.strip().splitlines()[-1])
+        return seconds
     finally:
         if group:
             group.remove()
@@ -96,9 +104,9 @@ def measure_all(a, read_ahead_kb):
     tmp = Path(f"/tmp/lmdb-read-{uuid.uuid4().hex[:6]}")
     tmp.mkdir()
     cells = {}
-    print(f"read_ahead_kb of the data's disk: {read_ahead_kb}")
-    print(f"{'dataset':<9} {'limit':<36} {'data.mdb':>9} {'dd MB/s':>9} {'Caffe MB/s':>11} "
-          f"{'images/s':>9} {'Caffe/dd':>9}")
+    print(f"read_ahead_kb of the data's disk: {read_ahead_kb}; {a.rounds} round(s), medians (range)")
+    print(f"{'dataset':<9} {'limit':<36} {'data.mdb':>9} {'dd MB/s':>9} {'mmap MB/s':>17} {'coalesced MB/s':>17} "
+          f"{'mmap/dd':>8} {'coal./dd':>8}")
     for name in a.datasets.split(","):
         ds = datasets.get(name)
         lmdb_dir = Path(a.data) / name / "lmdb" / "train_lmdb"
@@ -106,12 +114,15 @@ def measure_all(a, read_ahead_kb):
         count, size = manifest["splits"]["train"]["count"], (lmdb_dir / "data.mdb").stat().st_size
         for label, limits in LIMITS.items():
             runs = [one_round(lmdb_dir, count, ds.model.batch, limits, tmp) for _ in range(a.rounds)]
-            dd = statistics.median(r[0] for r in runs)
-            caffe = statistics.median(r[1] for r in runs)
-            cells[f"{name}/{label}"] = {"dd_seconds": [r[0] for r in runs], "caffe_seconds": [r[1] for r in runs],
-                                        "bytes": size, "records": count}
-            print(f"{name:<9} {label:<36} {size / 2**20:7.0f}Mi {size / dd / 1e6:9.1f} {size / caffe / 1e6:11.1f} "
-                  f"{count / caffe:9.0f} {dd / caffe:9.2f}", flush=True)
+            seconds = {k: [r[k] for r in runs] for k in ("dd",) + PATHS}
+            cells[f"{name}/{label}"] = dict(seconds=seconds, bytes=size, records=count)
+            mb = {k: sorted(size / s / 1e6 for s in v) for k, v in seconds.items()}
+            med = {k: statistics.median(v) for k, v in mb.items()}
+            spread = {k: f"{med[k]:7.1f} ({v[0]:.0f}-{v[-1]:.0f})" if len(v) > 1 else f"{med[k]:7.1f}"
+                      for k, v in mb.items()}
+            print(f"{name:<9} {label:<36} {size / 2**20:7.0f}Mi {spread['dd']:>9} {spread['mmap']:>17} "
+                  f"{spread['coalesced']:>17} {med['mmap'] / med['dd']:8.2f} {med['coalesced'] / med['dd']:8.2f}",
+                  flush=True)
     if a.json:
         a.json.write_text(json.dumps({"cells": cells, "read_ahead_kb": read_ahead_kb,
                                       "machine": runner.environment()}, indent=1))

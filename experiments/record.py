@@ -39,7 +39,10 @@ class Record:
     artifact_footprint: dict = None
     train_footprint: dict = None          # what the paper's Table 2 counts
     location: dict = None                 # where the artifact lived (kind, path, device, filesystem; servers, rtt)
-    read_options: dict = None             # DataParameter settings of the reader (redis: prefetch_depth, out_of_order)
+    read_options: dict = None             # DataParameter settings of the reader (redis: prefetch_depth, out_of_order;
+                                          # lmdb: lmdb_read)
+    concurrent: dict = None               # one of several solvers at once: group, solvers, member, the group's
+                                          # makespan_seconds and device_read_bytes; None: trained alone
     limits: dict = None                   # every limit as applied, and the profile when its values were used
     command: list = None
     monitor: dict = None                  # machine-wide: CPU %, memory, block reads, GPU
@@ -97,7 +100,9 @@ class Record:
         network, for data on servers reached through a round trip)."""
         rtt = (self.location or {}).get("rtt_ms_asked")
         network = f"; {rtt:g} ms round trip to the servers" if rtt is not None else ""
-        return (self.machine_label(), self.compute_label(per_net=False), self.limits_label() + network)
+        solvers = (self.concurrent or {}).get("solvers")
+        together = f"; {solvers} solvers at once" if solvers else ""
+        return (self.machine_label(), self.compute_label(per_net=False), self.limits_label() + network + together)
 
 
 def append(path, record):

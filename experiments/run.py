@@ -8,6 +8,8 @@ the system monitor on, and record the run (results/DATASET/records.jsonl).
   python experiments/run.py mnist images cold --profile paper2016   # the paper's 2016 machine
   python experiments/run.py mnist lmdb warm --accelerator 2.5ms      # an accelerator of your own
   python experiments/run.py cifar10 redis warm --rtt 50ms --out-of-order  # a Redis Cluster, 50 ms away
+  python experiments/run.py imagenet lmdb cold --lmdb-read coalesced  # LMDBIO's large reads, not mmap
+  python experiments/run.py imagenet lmdb,images cold --concurrent 4  # 4 solvers on the same data
 
 Compute: with a CUDA build of Caffe, the real GPU. Without one, an emulated H100: Caffe runs
 for real (data layers, prefetch threads, transformer, page cache, disk) and only the net's
@@ -68,6 +70,13 @@ def parser():
                      "prefetch_depth; Caffe's default 128; 1: one request per round trip)")
     net.add_argument("--out-of-order", action="store_true", help="hand records to the net in arrival "
                      "order, not key order (DataParameter out_of_order)")
+    p.add_argument("--lmdb-read", choices=backends.get("lmdb").read_paths,
+                   help="how Caffe reads an LMDB (DataParameter lmdb_read): mmap, its own memory-mapped cursor "
+                        "(default), or coalesced, a thread reading records ahead in large pread()s (LMDBIO)")
+    p.add_argument("--concurrent", type=int, default=1, metavar="N",
+                   help="N training processes on the same artifact at once, each its own accelerator "
+                        "(emulated, or the same GPU); each is recorded, with the group's makespan and "
+                        "device bytes")
     p.add_argument("--cold-fallback", choices=["fadvise"],
                    help="without root, make 'cold' with posix_fadvise(DONTNEED) (recorded as such)")
     p.add_argument("--count", type=int, help="train images of a generated stand-in, when the data must be "
@@ -105,15 +114,19 @@ def compute_choice(a):
     return gpu, PROFILE_ACCELERATOR.get(a.profile, "h100")
 
 
-def _same_setup(r, limits, accelerator, iters, network):
+def _same_setup(r, limits, accelerator, iters, reading, concurrent):
     c = r.compute or {}
-    rtt, read_options = network
+    rtt, read_options = reading
     return (r.iterations_setting == iters and Limits.from_record(r.limits).as_dict() == limits.as_dict()
             and (c.get("accelerator") if c.get("mode") == "emulated" else None) == accelerator
-            and (r.location or {}).get("rtt_ms_asked") == rtt and (r.read_options or {}) == read_options)
+            and (r.location or {}).get("rtt_ms_asked") == rtt and (r.read_options or {}) == read_options
+            and (r.concurrent or {}).get("solvers", 1) == concurrent)
 
 
-def network_choice(a):
+READ_FLAGS = {"prefetch_depth": "--prefetch-depth", "out_of_order": "--out-of-order", "lmdb_read": "--lmdb-read"}
+
+
+def read_choice(a):
     """(round trip in ms or None, DataParameter read options) from the flags."""
     from data_prep.redis_cluster import parse_ms
     rtt = parse_ms(a.rtt) if a.rtt else None
@@ -124,15 +137,29 @@ def network_choice(a):
         options["prefetch_depth"] = a.prefetch_depth
     if a.out_of_order:
         options["out_of_order"] = True
+    if a.lmdb_read:
+        options["lmdb_read"] = a.lmdb_read
     return rtt, options
 
 
-def _network_for(backend, network):
-    """The flags that apply to this backend: a local folder has no round trip or read options."""
-    rtt, options = network
-    if not backends.get(backend).read_options:
-        return None, {}
-    return rtt, options
+def _read_for(backend, reading):
+    """The flags that apply to this backend: a round trip only to a server, its own read options."""
+    rtt, options = reading
+    b = backends.get(backend)
+    return (rtt if b.location != "local" else None), {k: v for k, v in options.items() if k in b.read_options}
+
+
+def _check_read_flags(cells, reading):
+    """A flag that applies to none of the chosen backends is an error, not silently ignored."""
+    rtt, options = reading
+    chosen = [backends.get(b) for b in {b for b, _, _ in cells}]
+    if rtt is not None and all(b.location == "local" for b in chosen):
+        raise datasets.SourceError("--rtt applies to data on a server (backends: "
+                                   f"{', '.join(n for n, b in backends.REGISTRY.items() if b.location != 'local')})")
+    for option in options:
+        if not any(option in b.read_options for b in chosen):
+            raise datasets.SourceError(f"{READ_FLAGS[option]} applies to backends "
+                                       f"{', '.join(n for n, b in backends.REGISTRY.items() if option in b.read_options)}")
 
 
 def main(argv=None):
@@ -141,13 +168,13 @@ def main(argv=None):
     limits = Limits.from_args(a.mem_limit, a.cpus, a.riops, a.rbps, a.profile)
     from data_prep import build
     try:
-        network = network_choice(a)
+        if a.concurrent < 1:
+            raise datasets.SourceError("--concurrent must be at least 1")
+        reading = read_choice(a)
         done = {(r.backend, r.cache, r.repeat) for r in recorded(a.out, a.dataset)
-                if r.ok and _same_setup(r, limits, accelerator, a.iters, _network_for(r.backend, network))}
+                if r.ok and _same_setup(r, limits, accelerator, a.iters, _read_for(r.backend, reading), a.concurrent)}
         cells = plan(a.dataset, a.backend, a.cache, a.repeats)
-        if (network[0] is not None or network[1]) and not any(backends.get(b).read_options for b, _, _ in cells):
-            raise datasets.SourceError("--rtt, --prefetch-depth and --out-of-order apply to data on a server "
-                                       f"(backends: {', '.join(n for n, b in backends.REGISTRY.items() if b.read_options)})")
+        _check_read_flags(cells, reading)
         missing = sorted({b for b, _, _ in cells if build.load_manifest(Path(a.data) / a.dataset, b) is None})
         if missing:  # prepare only what is not there: an existing artifact is used as it is
             build.prepare(a.dataset, missing, a.data, count=a.count, log=lambda m: print(m, file=sys.stderr))
@@ -161,14 +188,14 @@ def main(argv=None):
             if (backend, cache_state, repeat) in done and not a.again:
                 print(f"{a.dataset} {backend} {cache_state} #{repeat}: already recorded", file=sys.stderr)
                 continue
-            rtt, read_options = _network_for(backend, network)
+            rtt, read_options = _read_for(backend, reading)
             spec = runner.RunSpec(a.dataset, backend, cache_state, repeat, a.iters, a.test_interval,
-                                  rtt_ms=rtt, read_options=read_options,
+                                  rtt_ms=rtt, read_options=read_options, concurrent=a.concurrent,
                                   gpu=gpu, accelerator=accelerator, data_root=Path(a.data), results=Path(a.out),
                                   limits=limits, cold_fallback=a.cold_fallback, seed=a.seed,
                                   plan={"position": position, "cells": len(cells), "order": "interleaved"},
                                   iterations_reason=a.iters_reason, progress=not a.quiet)
-            runner.run(spec, log=lambda m: print(m, file=sys.stderr))
+            runner.run_group(spec, log=lambda m: print(m, file=sys.stderr))
     except (CacheError, CgroupError, runner.RunError, AcceleratorError, datasets.SourceError,
             toolchain.MissingBuild) as e:
         print(f"error: {e}", file=sys.stderr)

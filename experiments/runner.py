@@ -54,7 +54,8 @@ class RunSpec:
     iterations_reason: str = None    # why iters differ from the stock solver, if chosen for the user
     progress: bool = True            # a progress line on stderr while Caffe trains
     rtt_ms: float = None             # round trip to a server location (delay proxy); None: direct
-    read_options: dict = field(default_factory=dict)  # DataParameter fields for the backend (redis)
+    read_options: dict = field(default_factory=dict)  # DataParameter fields for the backend (redis, lmdb)
+    concurrent: int = 1              # training processes on the same artifact at once
 
 
 def test_interval_for(max_iter, wanted):
@@ -141,7 +142,14 @@ def summarize_monitor(csv_path):
 
 
 def run(spec, log=print):
-    """Run one cell of the matrix; return its Record (also appended to records.jsonl)."""
+    """Run one cell of the matrix with one solver; return its Record (also appended to records.jsonl)."""
+    if spec.concurrent != 1:
+        raise RunError("several solvers at once give several records: use run_group")
+    return run_group(spec, log)[0]
+
+
+def run_group(spec, log=print):
+    """Run one cell with spec.concurrent solvers at once; return their Records."""
     LOCK.parent.mkdir(parents=True, exist_ok=True)
     with open(LOCK, "w") as lock:
         try:
@@ -162,63 +170,104 @@ def _run_locked(spec, log):
     env = environment()
     compute = (accelerators.choose(spec.accelerator, dataset.model, spec.gpu) if spec.accelerator
                else accelerators.real(dataset.model, spec.gpu, env.get("gpu_model")))
-    run_id = time.strftime("%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:6]
-    run_dir = Path(spec.results) / dataset.name / "runs" / run_id
-    run_dir.mkdir(parents=True)
-    max_iter, test_iter = write_net_files(spec, run_dir, dataset, backend, dest, compute)
+    group_id = time.strftime("%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:6]
+    run_ids = [group_id] if spec.concurrent == 1 else [f"{group_id}-s{i}" for i in range(spec.concurrent)]
+    run_dirs = [Path(spec.results) / dataset.name / "runs" / run_id for run_id in run_ids]
+    for run_dir in run_dirs:
+        run_dir.mkdir(parents=True)
+        max_iter, test_iter = write_net_files(spec, run_dir, dataset, backend, dest, compute)
     location = locations.of(backend, dest, spec.rtt_ms)
     # limits first: a run refused for them must not have flushed the page cache
-    group = cgroup.create(spec.limits, run_id, location) if spec.limits.any() else None
+    group = cgroup.create(spec.limits, group_id, location) if spec.limits.any() else None
     try:
-        return _train_and_record(spec, run_id, run_dir, dataset, backend, dest, location, compute,
-                                 (max_iter, test_iter), group, env, log)
+        trainings, how, resident, monitor = _train(spec, run_dirs, dataset, backend, dest, location, compute,
+                                                   max_iter, group, log)
+        concurrent = ({"group": group_id, "solvers": spec.concurrent, "member": None,
+                       "makespan_seconds": round(max(t.wall for t in trainings), 3),
+                       "device_read_bytes": monitor.get("read_bytes_total")} if spec.concurrent > 1 else None)
+        return [_record(spec, run_id, t, dataset, backend, dest, location, compute, (max_iter, test_iter), group,
+                        env, (how, resident), monitor, dict(concurrent, member=i) if concurrent else None, log)
+                for i, (run_id, t) in enumerate(zip(run_ids, trainings))]
     finally:
         location.close()
         if group:
             group.remove()
 
 
-def _train_and_record(spec, run_id, run_dir, dataset, backend, dest, location, compute, iters, group, env, log):
-    max_iter, test_iter = iters
-    cmd = backend.train_command(run_dir / "solver.prototxt", dest, dataset, spec.gpu)
+class Training:
+    """One Caffe training process, its log in its run folder, watched until it exits."""
+
+    def __init__(self, cmd, run_dir, env, group):
+        self.cmd, self.run_dir, self.started = cmd, run_dir, time.time()
+        self.log = open(run_dir / "caffe.log", "w")
+        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT, cwd=run_dir, env=env,
+                                     preexec_fn=group.enter if group else None)
+        self.tracker = proctrack.Tracker(self.proc.pid)
+        self.process, self.returncode, self.wall = {}, None, None
+
+    def finished(self, timeout):
+        """Samples its threads; True once it has exited (then its counters are read, it is reaped)."""
+        if self.returncode is not None:
+            return True
+        self.tracker.sample()
+        if not self.tracker.wait(timeout):
+            return False
+        self.process = self.tracker.summary()
+        self.returncode = self.proc.wait()
+        self.wall = self.tracker.ended_at - self.started
+        self.log.close()
+        return True
+
+    def kill(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        self.log.close()
+
+
+def _train(spec, run_dirs, dataset, backend, dest, location, compute, max_iter, group, log):
+    """Sets the cache, then trains one process per run folder at once, with the monitor on.
+    Returns (trainings, how the cache was set, resident fraction, the monitor's summary)."""
     how, resident = location.set_cache(spec.cache, spec.cold_fallback, group)
     held = (f"{resident:.1%} of {len(location.files)} files resident" if location.files
             else "every record in the servers' memory")
+    solvers = f", {len(run_dirs)} solvers at once" if len(run_dirs) > 1 else ""
     log(f"{dataset.name} {backend.name} {spec.cache} #{spec.repeat}: cache made {spec.cache} by {how}, "
-        f"{held}; compute: {_compute_words(compute)}")
-
+        f"{held}; compute: {_compute_words(compute)}{solvers}")
     python_path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
     child_env = dict(os.environ, GLOG_logtostderr="1", GLOG_minloglevel="0", PYTHONPATH=python_path)
     device = location.block_device()
-    monitor = subprocess.Popen([str(toolchain.PYTHON), str(ROOT / "monitor" / "sampler.py"), str(run_dir / "monitor.csv"),
+    monitor_csv = run_dirs[0] / "monitor.csv"  # machine-wide: one for the group
+    monitor = subprocess.Popen([str(toolchain.PYTHON), str(ROOT / "monitor" / "sampler.py"), str(monitor_csv),
                                 "--interval", str(spec.monitor_interval)] + (["--device", device] if device else []),
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    start, proc, process, end = time.time(), None, {}, None
+    trainings = []
     try:
-        with open(run_dir / "caffe.log", "w") as logf:
-            proc = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT, cwd=run_dir, env=child_env,
-                                    preexec_fn=group.enter if group else None)
-            tracker = proctrack.Tracker(proc.pid)
-            progress = Progress(run_dir / "caffe.log", max_iter, dataset.model.batch, spec.progress)
-            while not tracker.wait(0.5):
-                tracker.sample()
-                progress.show()
-            process = tracker.summary()
-            rc = proc.wait()
-            end = tracker.ended_at
-            progress.done()
+        for run_dir in run_dirs:
+            trainings.append(Training(backend.train_command(run_dir / "solver.prototxt", dest, dataset, spec.gpu),
+                                      run_dir, child_env, group))
+        progress = Progress(run_dirs[0] / "caffe.log", max_iter, dataset.model.batch, spec.progress)
+        while not all([t.finished(0.5 / len(trainings)) for t in trainings]):
+            progress.show()
+        progress.done()
     except BaseException:  # Ctrl-C, kill: no record, no orphan
-        if proc is not None and proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        for t in trainings:
+            t.kill()
         raise
     finally:
-        wall = (end if proc is not None and end else time.time()) - start
         monitor.send_signal(signal.SIGTERM)
         monitor.wait()
-        for f in run_dir.glob("snapshot_iter_*"):  # trained weights are no result here (CaffeNet: 240 MB)
-            f.unlink()
+        for run_dir in run_dirs:  # trained weights are no result here (CaffeNet: 240 MB)
+            for f in run_dir.glob("snapshot_iter_*"):
+                f.unlink()
+    return trainings, how, resident, summarize_monitor(monitor_csv)
 
+
+def _record(spec, run_id, training, dataset, backend, dest, location, compute, iters, group, env, cache, monitor,
+            concurrent, log):
+    max_iter, test_iter = iters
+    how, resident = cache
+    rc, run_dir = training.returncode, training.run_dir
     parsed = caffe_log.parse((run_dir / "caffe.log").read_text(errors="replace"))
     manifest = json.loads((dest / "manifest.json").read_text())
     first = parsed["first_iteration_at"]
@@ -230,8 +279,8 @@ def _train_and_record(spec, run_id, run_dir, dataset, backend, dest, location, c
         status="ok" if rc == 0 and parsed["done"] else "failed", returncode=rc,
         cache_method=how, cache_resident_fraction=round(resident, 4),
         iterations=parsed["last_iteration"], iterations_setting=spec.iters, iterations_reason=spec.iterations_reason,
-        wall_seconds=round(wall, 3),
-        startup_seconds=round((first - datetime.fromtimestamp(start)).total_seconds(), 3) if first else None,
+        wall_seconds=round(training.wall, 3),
+        startup_seconds=round((first - datetime.fromtimestamp(training.started)).total_seconds(), 3) if first else None,
         solver_seconds=parsed["solver_seconds"],
         iterations_per_second=(parsed["last_iteration"] / parsed["solver_seconds"] if parsed["solver_seconds"] else None),
         test_accuracy=parsed["test_accuracy"], test_loss=parsed["test_loss"], test_iteration=parsed["test_iteration"],
@@ -239,14 +288,17 @@ def _train_and_record(spec, run_id, run_dir, dataset, backend, dest, location, c
         compute=compute.as_dict(), au=round(au, 4) if au is not None else None, gpu_id=spec.gpu,
         source=manifest["source"], source_fingerprint=manifest["source_fingerprint"],
         artifact_footprint=manifest["footprint"], train_footprint=manifest["splits"]["train"]["footprint"],
-        location=location.describe(), read_options=spec.read_options or None, limits=dict(spec.limits.as_dict(), cgroup=group.version if group else None,
+        location=location.describe(), read_options=spec.read_options or None, concurrent=concurrent,
+        limits=dict(spec.limits.as_dict(), cgroup=group.version if group else None,
                     applied=group.applied if group else None),
-        command=cmd, monitor=summarize_monitor(run_dir / "monitor.csv"), process=process, plan=spec.plan,
+        command=training.cmd, monitor=monitor, process=training.process, plan=spec.plan,
         environment=env, run_dir=str(run_dir.relative_to(spec.results)), finished=time.strftime("%Y-%m-%dT%H:%M:%S"))
     append(Path(spec.results) / dataset.name / "records.jsonl", record)
     au_text = f", AU {au:.1%}" if au is not None else ""
-    log(f"  {record.status}: {wall:.1f} s wall, start-up {record.startup_seconds} s, solver {parsed['solver_seconds']} s"
-        f"{au_text}, test accuracy {parsed['test_accuracy']} at iteration {parsed['test_iteration']}")
+    who = f"  solver {concurrent['member']}:" if concurrent else " "
+    log(f"{who} {record.status}: {training.wall:.1f} s wall, start-up {record.startup_seconds} s, solver "
+        f"{parsed['solver_seconds']} s{au_text}, test accuracy {parsed['test_accuracy']} at iteration "
+        f"{parsed['test_iteration']}")
     if record.status != "ok":
         log(f"  the run failed (exit {rc}); its log: {run_dir / 'caffe.log'}")
     return record

@@ -84,12 +84,21 @@ class DatumBackend:
         for _, value in self.items(self.paths(dest, phase)[0]):
             yield decode(value)
 
+    def source(self, dest, phase):
+        """The Data layer's `source` for one split."""
+        return str(self.paths(dest, phase)[0])
+
+    def layer_options(self, read_options):
+        """The run's read options as DataParameter fields."""
+        return dict(read_options or {})
+
     def data_layer(self, dest, dataset, mean_file, read_options=None):
         from caffe import layers as L, params as P
         from data_prep.backends import transform_param, phase_name
+        options = self.layer_options(read_options)
 
         def layer(batch, phase):
-            return L.Data(source=str(self.paths(dest, phase_name(phase))[0]),
-                          backend=getattr(P.Data, self.db), batch_size=batch, ntop=2,
+            return L.Data(source=self.source(dest, phase_name(phase)), backend=getattr(P.Data, self.db),
+                          batch_size=batch, ntop=2, **options,
                           transform_param=transform_param(dataset.model, mean_file, phase))
         return layer

@@ -34,6 +34,20 @@ class _Writer(datum.BatchWriter):
 class LMDBBackend(datum.DatumBackend, Backend):
     name, label, color = "lmdb", "LMDB", "#1b9e77"
     db = "LMDB"
+    read_options = ("lmdb_read",)
+    read_paths = ("mmap", "coalesced")  # lmdb_read: LMDB's memory map (Caffe's own), or LMDBIO's DIO + COAL
+
+    def layer_options(self, read_options):
+        options = dict(read_options or {})
+        if "lmdb_read" in options:
+            from caffe.proto import caffe_pb2
+            from data_prep.errors import SourceError
+            if "lmdb_read" not in caffe_pb2.DataParameter.DESCRIPTOR.fields_by_name:
+                raise SourceError("this Caffe build has no lmdb_read (caffe/patches/0013: run make caffe)")
+            if options["lmdb_read"] not in self.read_paths:
+                raise SourceError(f"lmdb_read {options['lmdb_read']!r}: choose from {', '.join(self.read_paths)}")
+            options["lmdb_read"] = caffe_pb2.DataParameter.LMDBRead.Value(options["lmdb_read"].upper())
+        return options
 
     def writer(self, split, dest, ctx):
         return _Writer(self.paths(dest, split.phase)[0])

@@ -199,13 +199,5 @@ class RedisBackend(datum.DatumBackend, Backend):
         for _, value in records(dest, phase):
             yield datum.decode(value)
 
-    def data_layer(self, dest, dataset, mean_file, read_options=None):
-        from caffe import layers as L, params as P
-        from data_prep.backends import transform_param, phase_name
-        cluster, options = cluster_of(dest), dict(read_options or {})
-
-        def layer(batch, phase):
-            return L.Data(source=cluster.source(prefix_of(dest, phase_name(phase))), backend=P.Data.REDIS,
-                          batch_size=batch, ntop=2, **options,
-                          transform_param=transform_param(dataset.model, mean_file, phase))
-        return layer
+    def source(self, dest, phase):
+        return cluster_of(dest).source(prefix_of(dest, phase))
