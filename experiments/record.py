@@ -97,12 +97,15 @@ class Record:
 
     def setup(self):
         """What makes runs comparable with each other: machine, compute, limits (and the
-        network, for data on servers reached through a round trip)."""
+        network, for data on servers reached through a round trip; the reader's settings;
+        how many solvers trained at once)."""
         rtt = (self.location or {}).get("rtt_ms_asked")
         network = f"; {rtt:g} ms round trip to the servers" if rtt is not None else ""
+        reader = "".join(f"; {k} {v}" for k, v in sorted((self.read_options or {}).items()))
         solvers = (self.concurrent or {}).get("solvers")
         together = f"; {solvers} solvers at once" if solvers else ""
-        return (self.machine_label(), self.compute_label(per_net=False), self.limits_label() + network + together)
+        return (self.machine_label(), self.compute_label(per_net=False),
+                self.limits_label() + network + reader + together)
 
 
 def append(path, record):
