@@ -62,25 +62,25 @@ def timed(cmd, group):
     return time.time() - start, p.stdout
 
 
-PATHS = ("mmap", "coalesced")
+# (column, lmdb_read, drop the page cache first): "warm" is the coalesced pass again on what it
+# left in the page cache (all of it, when the data fits): the Data layer's own ceiling
+PASSES = (("mmap", "mmap", True), ("coalesced", "coalesced", True), ("warm", "coalesced", False))
 
 
 def one_round(lmdb_dir, count, batch, limits, tmp):
-    """{"dd": seconds, "mmap": seconds, "coalesced": seconds}, each from a dropped page cache, and
-    "warm": the coalesced pass again from what it left in the page cache (all of it, when the
-    data fits): the Data layer's own ceiling, what no disk can raise."""
+    """Seconds of `dd` and of each of PASSES, by column."""
     mdb = lmdb_dir / "data.mdb"
     location = locations.LocalFolder(lmdb_dir, [mdb])
     group = cgroup.create(limits, f"lmdb-read-{uuid.uuid4().hex[:6]}", location) if limits.any() else None
     try:
         cache.drop_caches()
         seconds = {"dd": timed(["dd", f"if={mdb}", "of=/dev/null", "bs=4M"], group)[0]}
-        for path in PATHS + ("warm",):
-            if path != "warm":  # warm: the coalesced pass again, what it left in the page cache kept
+        for column, read, drop in PASSES:
+            if drop:
                 cache.drop_caches()
             _, out = timed([str(toolchain.PYTHON), "-c", ONE_PASS, str(lmdb_dir), str(batch), str(count),
-                            str(tmp / "net.prototxt"), PATHS[-1] if path == "warm" else path], group)
-            seconds[path] = float(out.strip().splitlines()[-1])
+                            str(tmp / "net.prototxt"), read], group)
+            seconds[column] = float(out.strip().splitlines()[-1])
         return seconds
     finally:
         if group:
@@ -119,7 +119,7 @@ def measure_all(a, read_ahead_kb):
         count, size = manifest["splits"]["train"]["count"], (lmdb_dir / "data.mdb").stat().st_size
         for label, limits in LIMITS.items():
             runs = [one_round(lmdb_dir, count, ds.model.batch, limits, tmp) for _ in range(a.rounds)]
-            seconds = {k: [r[k] for r in runs] for k in ("dd",) + PATHS + ("warm",)}
+            seconds = {k: [r[k] for r in runs] for k in runs[0]}
             cells[f"{name}/{label}"] = dict(seconds=seconds, bytes=size, records=count)
             mb = {k: sorted(size / s / 1e6 for s in v) for k, v in seconds.items()}
             med = {k: statistics.median(v) for k, v in mb.items()}

@@ -182,11 +182,22 @@ def _run_locked(spec, log):
     try:
         trainings, how, resident, monitor = _train(spec, run_dirs, dataset, backend, dest, location, compute,
                                                    max_iter, group, log)
-        concurrent = ({"group": group_id, "solvers": spec.concurrent, "member": None,
-                       "makespan_seconds": round(max(t.wall for t in trainings), 3),
-                       "device_read_bytes": monitor.get("read_bytes_total")} if spec.concurrent > 1 else None)
-        return [_record(spec, run_id, t, dataset, backend, dest, location, compute, (max_iter, test_iter), group,
-                        env, (how, resident), monitor, dict(concurrent, member=i) if concurrent else None, log)
+        manifest = json.loads((dest / "manifest.json").read_text())
+        shared = dict(  # what every solver of the run shares, measured once
+            dataset=dataset.name, backend=backend.name, cache=spec.cache, repeat=spec.repeat,
+            cache_method=how, cache_resident_fraction=round(resident, 4),
+            iterations_setting=spec.iters, iterations_reason=spec.iterations_reason,
+            compute=compute.as_dict(), gpu_id=spec.gpu,
+            source=manifest["source"], source_fingerprint=manifest["source_fingerprint"],
+            artifact_footprint=manifest["footprint"], train_footprint=manifest["splits"]["train"]["footprint"],
+            location=location.describe(), read_options=spec.read_options or None,
+            limits=dict(spec.limits.as_dict(), cgroup=group.version if group else None,
+                        applied=group.applied if group else None),
+            monitor=monitor, plan=spec.plan, environment=env)
+        together = ({"group": group_id, "solvers": spec.concurrent,
+                     "makespan_seconds": round(max(t.wall for t in trainings), 3),
+                     "device_read_bytes": monitor.get("read_bytes_total")} if spec.concurrent > 1 else None)
+        return [_record(spec, run_id, t, shared, compute, test_iter, dict(together, member=i) if together else None, log)
                 for i, (run_id, t) in enumerate(zip(run_ids, trainings))]
     finally:
         location.close()
@@ -247,7 +258,7 @@ def _train(spec, run_dirs, dataset, backend, dest, location, compute, max_iter, 
             trainings.append(Training(backend.train_command(run_dir / "solver.prototxt", dest, dataset, spec.gpu),
                                       run_dir, child_env, group))
         progress = Progress(run_dirs[0] / "caffe.log", max_iter, dataset.model.batch, spec.progress)
-        while not all([t.finished(0.5 / len(trainings)) for t in trainings]):
+        while not all([t.finished(0.5 / len(trainings)) for t in trainings]):  # a list: every one is looked at
             progress.show()
         progress.done()
     except BaseException:  # Ctrl-C, kill: no record, no orphan
@@ -263,37 +274,26 @@ def _train(spec, run_dirs, dataset, backend, dest, location, compute, max_iter, 
     return trainings, how, resident, summarize_monitor(monitor_csv)
 
 
-def _record(spec, run_id, training, dataset, backend, dest, location, compute, iters, group, env, cache, monitor,
-            concurrent, log):
-    max_iter, test_iter = iters
-    how, resident = cache
+def _record(spec, run_id, training, shared, compute, test_iter, concurrent, log):
+    """One solver's Record, from its log and process, with the run's shared fields; appended."""
     rc, run_dir = training.returncode, training.run_dir
     parsed = caffe_log.parse((run_dir / "caffe.log").read_text(errors="replace"))
-    manifest = json.loads((dest / "manifest.json").read_text())
     first = parsed["first_iteration_at"]
     compute_seconds = compute.seconds(max(parsed["last_iteration"] - 1, 0), parsed["tests_after_start"] * test_iter)
     au = (min(1.0, compute_seconds / parsed["solver_seconds"])
           if compute_seconds is not None and parsed["solver_seconds"] else None)
     record = Record(
-        run_id=run_id, dataset=dataset.name, backend=backend.name, cache=spec.cache, repeat=spec.repeat,
-        status="ok" if rc == 0 and parsed["done"] else "failed", returncode=rc,
-        cache_method=how, cache_resident_fraction=round(resident, 4),
-        iterations=parsed["last_iteration"], iterations_setting=spec.iters, iterations_reason=spec.iterations_reason,
-        wall_seconds=round(training.wall, 3),
+        run_id=run_id, **shared, status="ok" if rc == 0 and parsed["done"] else "failed", returncode=rc,
+        iterations=parsed["last_iteration"], wall_seconds=round(training.wall, 3),
         startup_seconds=round((first - datetime.fromtimestamp(training.started)).total_seconds(), 3) if first else None,
         solver_seconds=parsed["solver_seconds"],
         iterations_per_second=(parsed["last_iteration"] / parsed["solver_seconds"] if parsed["solver_seconds"] else None),
         test_accuracy=parsed["test_accuracy"], test_loss=parsed["test_loss"], test_iteration=parsed["test_iteration"],
         first_loss=parsed["first_loss"], final_loss=parsed["final_loss"],
-        compute=compute.as_dict(), au=round(au, 4) if au is not None else None, gpu_id=spec.gpu,
-        source=manifest["source"], source_fingerprint=manifest["source_fingerprint"],
-        artifact_footprint=manifest["footprint"], train_footprint=manifest["splits"]["train"]["footprint"],
-        location=location.describe(), read_options=spec.read_options or None, concurrent=concurrent,
-        limits=dict(spec.limits.as_dict(), cgroup=group.version if group else None,
-                    applied=group.applied if group else None),
-        command=training.cmd, monitor=monitor, process=training.process, plan=spec.plan,
-        environment=env, run_dir=str(run_dir.relative_to(spec.results)), finished=time.strftime("%Y-%m-%dT%H:%M:%S"))
-    append(Path(spec.results) / dataset.name / "records.jsonl", record)
+        au=round(au, 4) if au is not None else None, concurrent=concurrent,
+        command=training.cmd, process=training.process,
+        run_dir=str(run_dir.relative_to(spec.results)), finished=time.strftime("%Y-%m-%dT%H:%M:%S"))
+    append(Path(spec.results) / shared["dataset"] / "records.jsonl", record)
     au_text = f", AU {au:.1%}" if au is not None else ""
     who = f"  solver {concurrent['member']}:" if concurrent else " "
     log(f"{who} {record.status}: {training.wall:.1f} s wall, start-up {record.startup_seconds} s, solver "

@@ -47,6 +47,28 @@ def cifar_small(data_root):
     return data_root / "cifar10"
 
 
+NET_SCRIPT = """
+import sys, caffe
+net = caffe.Net(sys.argv[1], caffe.TEST)
+print("ready", flush=True)
+if len(sys.argv) > 2:
+    sys.stdin.readline()
+    for _ in range(int(sys.argv[2])):
+        net.forward()
+print("done", flush=True)
+"""
+
+
+def net_process(net_file, forwards=None, **env):
+    """A Python process that builds the net in `net_file` (prints "ready"), then, given
+    `forwards`, waits for a line on stdin and runs that many forward passes (prints "done").
+    Caffe's log goes to its stderr; `env` is added to its environment."""
+    env = dict(os.environ, GLOG_minloglevel="0", GLOG_logtostderr="1", **env)
+    args = [] if forwards is None else [str(forwards)]
+    return subprocess.Popen([sys.executable, "-c", NET_SCRIPT, str(net_file), *args], env=env, text=True,
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
 def run(cmd, **kw):
     """Run a command, failing the test with its output when it fails."""
     p = subprocess.run(cmd, capture_output=True, text=True, **kw)

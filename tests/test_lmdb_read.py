@@ -11,22 +11,12 @@ import sys
 import numpy as np
 import pytest
 
-from conftest import ROOT, run
+from conftest import ROOT, net_process, run
 
 # (channels, height, width, records): MNIST-, CIFAR-10- and ImageNet-sized Datums, written in
 # transactions of 1,000 as data_prep writes them (so pages move between commits)
 SIZES = {"mnist": (1, 28, 28, 2500), "cifar10": (3, 32, 32, 1500), "imagenet": (3, 256, 256, 60)}
 
-SCRIPT = """
-import sys, caffe
-net = caffe.Net(sys.argv[1], caffe.TEST)
-net.forward()
-print("ready", flush=True)
-sys.stdin.readline()
-for _ in range(int(sys.argv[2])):
-    net.forward()
-print("done", flush=True)
-"""
 
 
 @pytest.fixture(scope="module")
@@ -80,15 +70,9 @@ def test_the_same_records_in_the_same_order_as_the_stock_cursor_across_wrap_arou
     assert len(set(stock[:count])) == count and stock[count:2 * count] == stock[:count]
 
 
-def caffe_subprocess(net, forwards):
-    env = dict(os.environ, GLOG_minloglevel="0", GLOG_logtostderr="1")
-    return subprocess.Popen([sys.executable, "-c", SCRIPT, str(net), str(forwards)], env=env, text=True,
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-
-
 def test_large_records_are_read_in_a_few_large_reads(databases, tmp_path):
     net = net_file(tmp_path / "c.prototxt", databases["imagenet"], 10, lmdb_read="coalesced")
-    out, err = caffe_subprocess(net, 12).communicate("go\n", timeout=120)
+    out, err = net_process(net, 12).communicate("go\n", timeout=120)
     assert "done" in out, err[-2000:]
     passes = [line for line in err.splitlines() if "lmdb_read COALESCED" in line]
     assert passes and "a pass over 60 records read " in passes[0]
@@ -103,7 +87,7 @@ def test_a_truncated_data_mdb_is_refused_at_open(databases, tmp_path, read):
     shutil.copytree(databases["cifar10"], copy)
     mdb = copy / "data.mdb"
     os.truncate(mdb, mdb.stat().st_size // 2)
-    p = caffe_subprocess(net_file(tmp_path / "t.prototxt", copy, 7, lmdb_read=read), 1)
+    p = net_process(net_file(tmp_path / "t.prototxt", copy, 7, lmdb_read=read), 1)
     out, err = p.communicate("go\n", timeout=60)
     assert p.returncode != 0 and "ready" not in out
     assert f"{copy}: the database file is truncated" in err
@@ -115,7 +99,7 @@ def test_a_data_mdb_changed_while_read_stops_training_with_a_message(databases, 
     shutil.copytree(databases["imagenet"], copy)
     mdb = copy / "data.mdb"
     net = net_file(tmp_path / "c.prototxt", copy, 5, lmdb_read="coalesced", lmdb_read_kb=256, lmdb_ahead_mb=1)
-    p = caffe_subprocess(net, 40)
+    p = net_process(net, 40)
     assert p.stdout.readline().strip() == "ready"
     if change == "touched":
         os.utime(mdb, (1, 1))

@@ -12,18 +12,8 @@ import numpy as np
 import psutil
 import pytest
 
-from conftest import ROOT, run
+from conftest import ROOT, net_process, run
 
-SCRIPT = """
-import sys, caffe
-net = caffe.Net(sys.argv[1], caffe.TEST)
-print("ready", flush=True)
-if len(sys.argv) > 2:
-    sys.stdin.readline()
-    for _ in range(int(sys.argv[2])):
-        net.forward()
-print("done", flush=True)
-"""
 
 
 @pytest.fixture(scope="session")
@@ -131,22 +121,14 @@ def test_every_record_once_per_pass_in_key_order_or_arrival_order(redis_cifar, r
         assert got == lmdb
 
 
-def caffe_subprocess(net_file, *args, password=None, **kw):
-    env = dict(os.environ, GLOG_minloglevel="0", GLOG_logtostderr="1")
-    if password is not None:
-        env["IMGSTORE_REDIS_PASSWORD"] = password
-    return subprocess.Popen([sys.executable, "-c", SCRIPT, str(net_file), *map(str, args)], env=env,
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
-
-
 def test_a_wrong_password_or_address_fails_at_setup_without_showing_the_password(redis_cifar, running, tmp_path):
     net = data_net_file(tmp_path / "r.prototxt", redis_cifar, "redis", 10)
-    out, err = caffe_subprocess(net, password="not-the-password-42").communicate(timeout=60)
+    out, err = net_process(net, IMGSTORE_REDIS_PASSWORD="not-the-password-42").communicate(timeout=60)
     assert "ready" not in out and "password was refused" in err and "not-the-password-42" not in err
     bad = tmp_path / "bad.prototxt"
     bad.write_text(net.read_text().replace("127.0.0.1:7510", "127.0.0.1:1", 1).replace(
         "127.0.0.1:7511", "127.0.0.1:1").replace("127.0.0.1:7512", "127.0.0.1:1"))
-    out, err = caffe_subprocess(bad).communicate(timeout=60)
+    out, err = net_process(bad).communicate(timeout=60)
     assert "ready" not in out and "Redis node 127.0.0.1:1: cannot connect" in err
 
 
@@ -158,7 +140,7 @@ def test_a_missing_key_is_named(redis_cifar, running, tmp_path):
     c.delete(key)
     try:
         net = data_net_file(tmp_path / "r.prototxt", redis_cifar, "redis", 10)
-        p = caffe_subprocess(net, 1)
+        p = net_process(net, 1)
         out, err = p.communicate("go\n", timeout=60)
         assert p.returncode != 0 and f"key {key} not found on node" in err
     finally:
@@ -168,7 +150,7 @@ def test_a_missing_key_is_named(redis_cifar, running, tmp_path):
 
 def test_a_node_killed_during_training_stops_it_within_seconds_naming_the_node(redis_cifar, running, tmp_path):
     net = data_net_file(tmp_path / "r.prototxt", redis_cifar, "redis", 10)
-    p = caffe_subprocess(net, 10_000)
+    p = net_process(net, 10_000)
     try:
         assert p.stdout.readline().strip() == "ready"
         victim = running.server_pids()[1]
