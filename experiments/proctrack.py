@@ -35,15 +35,18 @@ def thread_cpu(pid):
 
 
 def resident_bytes(pid):
-    """The process's resident memory now (0 once it has exited)."""
+    """The process's resident memory now, (all, anonymous), 0 once it has exited. Anonymous
+    memory is what a memory limit cannot give to the page cache; the rest of RSS is mapped
+    files, which are the page cache."""
+    found = {}
     try:
         with open(f"/proc/{pid}/status") as f:
             for line in f:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) * 1024
+                if line.startswith(("VmRSS:", "RssAnon:")):
+                    found[line.split(":")[0]] = int(line.split()[1]) * 1024
     except OSError:
         pass
-    return 0
+    return found.get("VmRSS", 0), found.get("RssAnon", 0)
 
 
 class Tracker:
@@ -52,7 +55,8 @@ class Tracker:
     zombie) so that its counters, its reaped children's included, can still be read."""
 
     def __init__(self, pid):
-        self.pid, self.threads, self.ended_at, self.peak_rss = pid, {}, None, 0
+        self.pid, self.threads, self.ended_at = pid, {}, None
+        self.peak_rss = self.peak_anon = 0
         self._exited = threading.Event()
         threading.Thread(target=self._wait, daemon=True).start()
 
@@ -63,7 +67,8 @@ class Tracker:
 
     def sample(self):
         self.threads.update(thread_cpu(self.pid))
-        self.peak_rss = max(self.peak_rss, resident_bytes(self.pid))
+        rss, anon = resident_bytes(self.pid)
+        self.peak_rss, self.peak_anon = max(self.peak_rss, rss), max(self.peak_anon, anon)
 
     def wait(self, timeout):
         """True once the process has exited; otherwise waits up to `timeout` seconds."""
@@ -88,4 +93,5 @@ class Tracker:
             roles[role] = round(roles.get(role, 0.0) + seconds, 3)
         return {"read_bytes": io.get("read_bytes"), "read_chars": io.get("rchar"),
                 "cpu_seconds": round(cpu, 3), "thread_cpu_seconds": roles,
-                "threads_seen": len(self.threads), "peak_rss_bytes": self.peak_rss or None}
+                "threads_seen": len(self.threads), "peak_rss_bytes": self.peak_rss or None,
+                "peak_anon_bytes": self.peak_anon or None}

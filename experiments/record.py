@@ -71,6 +71,20 @@ class Record:
     def mode(self):
         return (self.compute or {}).get("mode")
 
+    def cache_room_bytes(self):
+        """What the memory limit left for the page cache: the limit less the training
+        process's peak anonymous memory (None without both, or for data held by servers, whose
+        memory is not the training's). With several solvers at once each record's figure is an
+        upper bound (the others' memory is not subtracted)."""
+        limit, anon = (self.limits or {}).get("mem_bytes"), (self.process or {}).get("peak_anon_bytes")
+        local = (self.location or {}).get("kind") == "local"
+        return limit - anon if limit and anon and local else None
+
+    def data_over_cache_room(self):
+        """How many times the training data exceeds what could cache it (MLPerf Storage asks >= 5)."""
+        room, data = self.cache_room_bytes(), (self.train_footprint or {}).get("allocated_bytes")
+        return data / room if room and room > 0 and data else None
+
     def compute_label(self, per_net=True):
         """per_net: with the net's time per iteration (which differs between datasets)."""
         c = self.compute or {}

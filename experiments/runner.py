@@ -240,13 +240,16 @@ def _train(spec, run_dirs, dataset, backend, dest, location, compute, max_iter, 
     """Sets the cache, then trains one process per run folder at once, with the monitor on.
     Returns (trainings, how the cache was set, resident fraction, the monitor's summary)."""
     how, resident = location.set_cache(spec.cache, spec.cold_fallback, group)
+    python_path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+    child_env = dict(os.environ, GLOG_logtostderr="1", GLOG_minloglevel="0", PYTHONPATH=python_path)
+    if spec.cache == "warm" and backend.program_warmup():
+        _warm_program(backend.program_warmup(), child_env, group)
+        how += ", the training program loaded once"
     held = (f"{resident:.1%} of {len(location.files)} files resident" if location.files
             else "every record in the servers' memory")
     solvers = f", {len(run_dirs)} solvers at once" if len(run_dirs) > 1 else ""
     log(f"{dataset.name} {backend.name} {spec.cache} #{spec.repeat}: cache made {spec.cache} by {how}, "
         f"{held}; compute: {_compute_words(compute)}{solvers}")
-    python_path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
-    child_env = dict(os.environ, GLOG_logtostderr="1", GLOG_minloglevel="0", PYTHONPATH=python_path)
     device = location.block_device()
     monitor_csv = run_dirs[0] / "monitor.csv"  # machine-wide: one for the group
     monitor = subprocess.Popen([str(toolchain.PYTHON), str(ROOT / "monitor" / "sampler.py"), str(monitor_csv),
@@ -274,6 +277,14 @@ def _train(spec, run_dirs, dataset, backend, dest, location, compute, max_iter, 
     return trainings, how, resident, summarize_monitor(monitor_csv)
 
 
+def _warm_program(cmd, env, group):
+    p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600,
+                       preexec_fn=group.enter if group else None)
+    if p.returncode != 0:
+        raise RunError(f"loading the training program to warm it failed ({' '.join(cmd)}): "
+                       f"{p.stderr.strip()[-500:]}")
+
+
 def _record(spec, run_id, training, shared, compute, test_iter, concurrent, log):
     """One solver's Record, from its log and process, with the run's shared fields; appended."""
     rc, run_dir = training.returncode, training.run_dir
@@ -295,10 +306,13 @@ def _record(spec, run_id, training, shared, compute, test_iter, concurrent, log)
         run_dir=str(run_dir.relative_to(spec.results)), finished=time.strftime("%Y-%m-%dT%H:%M:%S"))
     append(Path(spec.results) / shared["dataset"] / "records.jsonl", record)
     au_text = f", AU {au:.1%}" if au is not None else ""
+    over = record.data_over_cache_room()
+    room_text = (f", train data {over:.1f}x the {record.cache_room_bytes() / 2**30:.2f} GiB the memory limit "
+                 "leaves for the page cache" if over and over >= 1 else "")
     who = f"  solver {concurrent['member']}:" if concurrent else " "
     log(f"{who} {record.status}: {training.wall:.1f} s wall, start-up {record.startup_seconds} s, solver "
         f"{parsed['solver_seconds']} s{au_text}, test accuracy {parsed['test_accuracy']} at iteration "
-        f"{parsed['test_iteration']}")
+        f"{parsed['test_iteration']}{room_text}")
     if record.status != "ok":
         log(f"  the run failed (exit {rc}); its log: {run_dir / 'caffe.log'}")
     return record

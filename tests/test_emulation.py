@@ -66,10 +66,14 @@ def test_a_slowed_data_source_lowers_au(mnist_small, tmp_path):
         pytest.skip("needs root and a cgroup hierarchy")
     common = dict(iters=10, accelerator="2ms", data_root=mnist_small.parent, results=tmp_path, progress=False)
     fast = runner.run(runner.RunSpec("mnist", "lmdb", "warm", **common), log=lambda *_: None)
-    slow = runner.run(runner.RunSpec("mnist", "images", "cold", limits=cgroup.Limits(riops=150), **common),
-                      log=lambda *_: None)
+    slow = runner.run(runner.RunSpec("mnist", "images", "cold", limits=cgroup.Limits(riops=150, mem_bytes=512 * 2**20),
+                                     **common), log=lambda *_: None)
     assert fast.ok and slow.ok
     assert slow.limits["riops"] == 150 and slow.limits["cgroup"] == cgroup.version()
+    # what the limit leaves for the page cache: the limit less the process's own anonymous memory
+    assert 256 * 2**20 < slow.cache_room_bytes() < 512 * 2**20 - 10 * 2**20
+    assert slow.data_over_cache_room() == slow.train_footprint["allocated_bytes"] / slow.cache_room_bytes()
+    assert fast.cache_room_bytes() is None  # no limit, no room to speak of
     assert slow.au < 0.3 < fast.au, (slow.au, fast.au)
 
 

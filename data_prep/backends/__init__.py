@@ -111,6 +111,12 @@ class Backend:
         """A function (batch, phase) -> (data, label) NetSpec tops reading this artifact."""
         raise NotImplementedError
 
+    def program_warmup(self):
+        """A command that loads this backend's training program without reading data, run
+        before a warm run so that 'warm' covers the program too (a cold run before it dropped
+        what only this program loads); None: Caffe's tool, which every cold run reloads."""
+        return None
+
     def train_command(self, solver, dest, dataset, gpu):
         """The command that trains the solver's nets from this artifact: Caffe's own tool."""
         import toolchain

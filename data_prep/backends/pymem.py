@@ -36,6 +36,11 @@ class PyMemBackend(MemoryBackend):
     def arrays(self, dest, phase, ctx, batch):
         return pad_to_batch(*load(self.paths(dest, phase)[0], ctx), batch)
 
+    def program_warmup(self):
+        # pycaffe's imports (numpy, skimage, ...) are ~75 MiB that `caffe train` never loads
+        import toolchain
+        return [str(toolchain.PYTHON), "-c", "import caffe; from data_prep import backends, build, datasets"]
+
     def train_command(self, solver, dest, dataset, gpu):
         import toolchain
         return [str(toolchain.PYTHON), str(toolchain.ROOT / "experiments" / "pymem_train.py"), str(solver),
