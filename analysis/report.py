@@ -282,8 +282,9 @@ def cache_room_line(records):
     it (MLPerf Storage asks >= 5x); None when none does (no limit, data that fits, older records)."""
     ratios = {}
     for r in records:
-        if (r.data_over_cache_room() or 0) >= 1:
-            ratios.setdefault((r.dataset, r.backend), []).append(r.data_over_cache_room())
+        over = r.data_over_cache_room() or 0
+        if over >= 1:
+            ratios.setdefault((r.dataset, r.backend), []).append(over)
     if not ratios:
         return None
     return ("training data / page cache the memory limit leaves (median of runs): " +
@@ -389,9 +390,10 @@ def write_report(records, out):
         machine, compute, limits = setup
         doc.heading(f"Setup {index + 1}: {compute}; {limits}")
         sources = sorted({r.source for r in rs if r.source})
+        room = cache_room_line(rs)
         doc.items([f"machine: {machine}", f"compute: {compute}", f"limits: {limits}",
                    f"{len(rs)} runs ({sum(1 for r in rs if not r.ok)} failed)", "data: " + "; ".join(sources)]
-                  + ([cache_room_line(rs)] if cache_room_line(rs) else []))
+                  + ([room] if room else []))
         stats = cell_stats(rs)
         present = [d for d in datasets.REGISTRY if any(k[0] == d for k in stats)]
         rows = []

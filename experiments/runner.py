@@ -242,8 +242,9 @@ def _train(spec, run_dirs, dataset, backend, dest, location, compute, max_iter, 
     how, resident = location.set_cache(spec.cache, spec.cold_fallback, group)
     python_path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
     child_env = dict(os.environ, GLOG_logtostderr="1", GLOG_minloglevel="0", PYTHONPATH=python_path)
-    if spec.cache == "warm" and backend.program_warmup():
-        _warm_program(backend.program_warmup(), child_env, group)
+    warmup = backend.program_warmup() if spec.cache == "warm" else None
+    if warmup:
+        _warm_program(warmup, child_env, group)
         how += ", the training program loaded once"
     held = (f"{resident:.1%} of {len(location.files)} files resident" if location.files
             else "every record in the servers' memory")
@@ -306,9 +307,9 @@ def _record(spec, run_id, training, shared, compute, test_iter, concurrent, log)
         run_dir=str(run_dir.relative_to(spec.results)), finished=time.strftime("%Y-%m-%dT%H:%M:%S"))
     append(Path(spec.results) / shared["dataset"] / "records.jsonl", record)
     au_text = f", AU {au:.1%}" if au is not None else ""
-    over = record.data_over_cache_room()
+    over = record.data_over_cache_room() or 0
     room_text = (f", train data {over:.1f}x the {record.cache_room_bytes() / 2**30:.2f} GiB the memory limit "
-                 "leaves for the page cache" if over and over >= 1 else "")
+                 "leaves for the page cache" if over >= 1 else "")
     who = f"  solver {concurrent['member']}:" if concurrent else " "
     log(f"{who} {record.status}: {training.wall:.1f} s wall, start-up {record.startup_seconds} s, solver "
         f"{parsed['solver_seconds']} s{au_text}, test accuracy {parsed['test_accuracy']} at iteration "

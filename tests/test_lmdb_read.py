@@ -18,7 +18,6 @@ from conftest import ROOT, net_process, run
 SIZES = {"mnist": (1, 28, 28, 2500), "cifar10": (3, 32, 32, 1500), "imagenet": (3, 256, 256, 60)}
 
 
-
 @pytest.fixture(scope="module")
 def databases(tmp_path_factory):
     """{size name: an LMDB of random Datums of that size}."""

@@ -15,7 +15,6 @@ import pytest
 from conftest import ROOT, net_process, run
 
 
-
 @pytest.fixture(scope="session")
 def cluster(data_root):
     from data_prep.backends import redis_store
