@@ -9,7 +9,7 @@ REDIS_ARGS ?=
 # for make gpu-bundle: the python-include.tgz that device/probe.sh wrote on the GPU machine
 PY_INCLUDE ?=
 
-.PHONY: help setup caffe caffe-gpu caffe-gtest venv data-deps test redis-start redis-stop \
+.PHONY: help setup caffe caffe-gpu caffe-gtest venv data-deps test redis-start redis-stop calibration \
         mnist-all cifar10-all imagenet-all mnist-quick cifar10-quick imagenet-quick report gpu-bundle clean
 
 help:
@@ -19,6 +19,8 @@ help:
 	@echo "make cifar10-all     the same for CIFAR-10;  make imagenet-all: ImageNet (lmdb, leveldb, images)"
 	@echo "make mnist-quick     a smoke run of the matrix: few iterations, one repeat"
 	@echo "make report          figures and tables for every results folder (results/, results/h100/, ...)"
+	@echo "make calibration     the emulated machines' fitted values checked against their named cells, and the"
+	@echo "                     fidelity table (results/calibration/fidelity.md): every real cell and paper finding vs ours"
 	@echo "make redis-start     a 3-node Redis Cluster on loopback (IMGSTORE_REDIS_PASSWORD must be set;"
 	@echo "                     REDIS_ARGS=\"--rtt 10ms\" adds a round trip); runs start one themselves if needed"
 	@echo "make redis-stop      stop it"
@@ -64,6 +66,10 @@ report: setup
 	@for d in results results/*; do \
 	  if compgen -G "$$d/*/records.jsonl" >/dev/null; then $(PY) analysis/report.py $$d --out $$d/report; fi; \
 	done
+
+calibration: venv
+	@$(PY) benchmarks/calibration.py fit --check
+	@$(PY) benchmarks/calibration.py table --readme
 
 gpu-bundle: setup
 	@device/bundle.sh --python-include "$(PY_INCLUDE)"

@@ -61,3 +61,19 @@ def delay_proxy():
         raise MissingBuild(f"cannot compile {source}:\n{done.stderr}")
     os.replace(partial, DELAY_PROXY)
     return DELAY_PROXY
+
+
+def image_decoder():
+    """The OpenCV imgcodecs library Caffe's image decoding loads here (the GPU bundle carries a
+    minimal build of its own, device/opencv_minimal.sh): its resolved path, or None."""
+    import subprocess
+    lib = CAFFE / "lib" / "libcaffe.so"
+    if not lib.exists():
+        return None
+    try:
+        out = subprocess.run(["ldd", str(lib)], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    found = [line.split("=>")[1].split("(")[0].strip() for line in out.splitlines()
+             if "libopencv_imgcodecs" in line and "=>" in line]
+    return str(Path(found[0]).resolve()) if found and found[0] != "not found" else None

@@ -11,6 +11,7 @@ import mmap
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 _libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
 _libc.mmap.restype = ctypes.c_void_p
@@ -47,10 +48,13 @@ def resident_pages(path):
         os.close(fd)
 
 
-def residency(files):
-    """Fraction of the artifact's pages that are in the page cache (0..1)."""
+def residency(files, missing_ok=False):
+    """Fraction of the artifact's pages that are in the page cache (0..1). missing_ok: skip
+    files gone since they were listed (LevelDB deletes its log when it compacts it on open)."""
     resident = total = 0
     for f in files:
+        if missing_ok and not os.path.exists(f):
+            continue
         r, t = resident_pages(f)
         resident, total = resident + r, total + t
     return resident / total if total else 1.0
@@ -120,3 +124,39 @@ def set_and_measure(state, files, cold_fallback=None, enter=None):
         # (mincore faults no data pages in, so the measured residency still holds)
         drop_caches()
     return how, resident
+
+
+DAMON_ADMIN = Path("/sys/kernel/mm/damon/admin/kdamonds")
+
+
+def proactive_reclaim():
+    """Reclaimers that evict page-cache pages without memory pressure, as the record shows
+    them; [] when none runs. Some VMs (this project's CI machine among them) run a DAMON
+    scheme that pages out file pages idle for about a minute: a warm artifact not read again
+    within that time is partly cold when training reaches it."""
+    found = []
+    for kdamond in sorted(DAMON_ADMIN.glob("[0-9]*")):
+        if _read(kdamond / "state") != "on":
+            continue
+        for context in sorted(kdamond.glob("contexts/[0-9]*")):
+            aggregation_us = int(_read(context / "monitoring_attrs/intervals/aggr_us") or 0)
+            for scheme in sorted(context.glob("schemes/[0-9]*")):
+                if _read(scheme / "action") != "pageout":
+                    continue
+                min_age = int(_read(scheme / "access_pattern/age/min") or 0)
+                found.append({"kind": "DAMON pageout", "operations": _read(context / "operations"),
+                              "idle_seconds_at_least": round(min_age * aggregation_us / 1e6, 1),
+                              "quota_bytes_per_second": _quota_per_second(scheme)})
+    return found
+
+
+def _quota_per_second(scheme):
+    size, reset_ms = _read(scheme / "quotas/bytes"), _read(scheme / "quotas/reset_interval_ms")
+    return int(size) * 1000 // int(reset_ms) if size and reset_ms and int(reset_ms) else None
+
+
+def _read(path):
+    try:
+        return path.read_text().strip()
+    except OSError:
+        return None

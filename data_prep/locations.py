@@ -79,6 +79,10 @@ class LocalFolder:
         cgroup, warming reads inside it, so its memory limit bounds what stays cached."""
         return cache.set_and_measure(state, self.files, cold_fallback, group.enter if group else None)
 
+    def resident_fraction(self):
+        """The share in the page cache now (mincore) of the artifact's files that still exist."""
+        return cache.residency(self.files, missing_ok=True)
+
     def block_device(self):
         return block_device_of(self.path)
 
@@ -128,6 +132,9 @@ class RedisClusterLocation:
             how = "every record read once over the network"
         self.usage_before = self.cluster.server_usage()
         return how, 1.0  # the servers hold every record in memory either way
+
+    def resident_fraction(self):
+        return None  # records live in the servers' memory, not in this machine's page cache
 
     def block_device(self):
         return None  # the monitor then counts every disk

@@ -24,6 +24,8 @@ class Compute:
     ms_per_iteration: float = None    # one training iteration
     test_ms_per_iteration: float = None
     source: str = None
+    host_copy_latency_us: float = None  # emulated host-to-device copies (caffe/patches/0014)
+    host_copy_gbps: float = None
 
     @property
     def emulated(self):
@@ -33,14 +35,24 @@ class Compute:
         forward = self.ms_per_iteration * FORWARD_SHARE
         return round(forward, 4), round(self.ms_per_iteration - forward, 4)
 
+    @property
+    def host_copies(self):
+        """The data layer's emulated_compute_param for the copies a GPU build would make, or None."""
+        if self.mode != "emulated" or not (self.host_copy_latency_us or self.host_copy_gbps):
+            return None
+        return dict(host_copy_latency_us=self.host_copy_latency_us or 0, host_copy_gbps=self.host_copy_gbps or 0)
+
     def as_dict(self):
         return {k: v for k, v in asdict(self).items() if v is not None}
 
-    def seconds(self, train_iterations, test_iterations):
-        """Compute time of that many iterations at this accelerator's speed, or None."""
-        if self.ms_per_iteration is None:
+    def seconds(self, work):
+        """Compute time of `work` = (training iterations, extra forward passes, test iterations)
+        (caffe_log.timed_compute) at this accelerator's speed, or None."""
+        if self.ms_per_iteration is None or work is None:
             return None
-        return (train_iterations * self.ms_per_iteration + test_iterations * self.test_ms_per_iteration) / 1000
+        train, forwards, test = work
+        return (train * self.ms_per_iteration + forwards * self.ms_per_iteration * FORWARD_SHARE
+                + test * self.test_ms_per_iteration) / 1000
 
 
 def profiles():
@@ -54,8 +66,9 @@ def from_profile(name, model):
                                f"a time such as 2.5ms, or none ({PROFILES_FILE})")
     if model.name not in table[name]:
         raise AcceleratorError(f"accelerator {name!r} has no time for the net {model.name!r} in {PROFILES_FILE}")
-    entry = table[name][model.name]
-    return Compute("emulated", name, entry["train_ms"], entry["test_ms"], entry["source"])
+    entry, link = table[name][model.name], table[name].get("host_copies") or {}
+    return Compute("emulated", name, entry["train_ms"], entry["test_ms"], entry["source"],
+                   link.get("latency_us"), link.get("gbps"))
 
 
 def from_time(text, model):

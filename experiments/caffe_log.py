@@ -1,6 +1,11 @@
 """What a Caffe training log says: solver time, iterations, test accuracy and loss (the
-fields Caffe's tools/extra/parse_log.py reads), when the first iteration was logged and at
-which iterations the test net ran."""
+fields Caffe's tools/extra/parse_log.py reads), when the first iteration was logged, the
+solver's settings, and when each test pass ran and how long it took.
+
+Caffe's solver loop (Solver::Step, Solver::Solve) logs iteration 0 after its forward and
+backward pass; from that line to "Optimization Done" run max_iter - 1 more training iterations,
+the test passes at multiples of test_interval after 0, and, when display divides max_iter, one
+more forward pass to log the final loss. That is the window `solver_seconds` measures."""
 import re
 from datetime import datetime
 
@@ -8,6 +13,7 @@ GLOG = re.compile(r"^[IWEF](\d{8}|\d{4}) +(\d\d:\d\d:\d\d\.\d+)")  # glog >= 0.6
 ITERATION = re.compile(r"Iteration (\d+)(?: \(.*?\))?, loss = ([0-9.eE+-]+|nan|inf)")
 TESTING = re.compile(r"Iteration (\d+), Testing net")
 TEST_OUTPUT = re.compile(r"Test net output #\d+: (\w+) = ([0-9.eE+-]+|nan|inf)")
+SETTING = re.compile(r"^(max_iter|display|test_iter|test_interval): (\d+)\s*$")
 
 
 def _stamp(line):
@@ -20,8 +26,12 @@ def _stamp(line):
 
 def parse(text):
     first = done = None
-    last_iter, train_loss, tests, test_iters = 0, [], {}, []
+    last_iter, train_loss, tests, settings = 0, [], {}, {}
+    passes = []  # [iteration, started, last output] per test pass
     for line in text.splitlines():
+        m = SETTING.match(line.strip())
+        if m and m.group(1) not in settings:  # the solver's own, logged before the nets'
+            settings[m.group(1)] = int(m.group(2))
         m = ITERATION.search(line)
         if m:
             last_iter = int(m.group(1))
@@ -30,22 +40,71 @@ def parse(text):
                 first = _stamp(line)
         m = TESTING.search(line)
         if m:
-            test_iters.append(int(m.group(1)))
+            passes.append([int(m.group(1)), _stamp(line), None])
         m = TEST_OUTPUT.search(line)
         if m:
             tests[m.group(1)] = float(m.group(2))  # the last test pass wins
+            if passes:
+                passes[-1][2] = _stamp(line)
         if "Optimization Done" in line:
             done = _stamp(line)
-    solver_seconds = (done - first).total_seconds() if first and done else None
-    if solver_seconds is not None and solver_seconds < 0:  # crossed midnight (no year in old glog)
-        solver_seconds += 86400
+    solver_seconds = _seconds(first, done)
+    durations = [(i, _seconds(a, b)) for i, a, b in passes if a and b]
+    initial = [p for p in passes if p[0] == 0]
     return {"solver_seconds": solver_seconds, "done": done is not None, "last_iteration": last_iter,
-            "first_iteration_at": first,
+            "first_iteration_at": first, "settings": settings,
             "first_loss": train_loss[0][1] if train_loss else None,
             "final_loss": train_loss[-1][1] if train_loss else None,
             "test_accuracy": tests.get("accuracy"), "test_loss": tests.get("loss"),
-            "test_iteration": test_iters[-1] if test_iters else None,
-            "tests_after_start": sum(1 for i in test_iters if i > 0)}
+            "test_iteration": passes[-1][0] if passes else None,
+            "tests_after_start": sum(1 for p in passes if p[0] > 0),
+            "initial_test_at": initial[0][1] if initial else None,
+            "test_pass_seconds": [d for i, d in durations if i > 0]}
+
+
+def _seconds(a, b):
+    if not (a and b):
+        return None
+    s = (b - a).total_seconds()
+    return s + 86400 if s < 0 else s  # crossed midnight (no year in old glog)
+
+
+def timed_compute(parsed, max_iter=None, test_iter=None):
+    """(training iterations, extra forward passes, test iterations) of accelerator work inside
+    `solver_seconds` (see the module's docstring), or None for an unfinished log. max_iter,
+    test_iter: the solver's, when the log does not say them."""
+    s = parsed["settings"]
+    max_iter = s.get("max_iter", max_iter)
+    if not parsed["done"] or not max_iter or parsed["first_iteration_at"] is None:
+        return None
+    display = s.get("display", 0)
+    final_forward = 1 if display and max_iter % display == 0 else 0
+    return max_iter - 1, final_forward, parsed["tests_after_start"] * (s.get("test_iter", test_iter) or 0)
+
+
+def timing(parsed, compute, max_iter=None, test_iter=None):
+    """What a parsed Caffe log says about time, beyond the solver's seconds: the initial test
+    pass, the test passes inside the solver's window and their time per test iteration, and the
+    AU over the accelerator work in that window (timed_compute), for a Compute
+    (experiments/accelerators.py)."""
+    first, initial = parsed["first_iteration_at"], parsed["initial_test_at"]
+    tests, test_iter = parsed["test_pass_seconds"], parsed["settings"].get("test_iter", test_iter)
+    compute_seconds = compute.seconds(timed_compute(parsed, max_iter, test_iter))
+    au = (min(1.0, compute_seconds / parsed["solver_seconds"])
+          if compute_seconds is not None and parsed["solver_seconds"] else None)
+    return {"initial_test_seconds": round((first - initial).total_seconds(), 3) if first and initial else None,
+            "test_seconds": round(sum(tests), 3) if tests else None,
+            "test_ms_per_iteration": round(1000 * sum(tests) / (len(tests) * test_iter), 4) if tests and test_iter else None,
+            "au": round(au, 4) if au is not None else None}
+
+
+def phases_begun(text):
+    """Which of "initial test" (the test pass at iteration 0) and "training" (the first logged
+    iteration) a piece of a log shows beginning, in order."""
+    found = [(m.start(), "initial test") for m in TESTING.finditer(text) if m.group(1) == "0"][:1]
+    m = ITERATION.search(text)
+    found += [(m.start(), "training")] if m else []
+    return [name for _, name in sorted(found)]
 
 
 def last_iteration(text):

@@ -70,6 +70,16 @@ class Tracker:
         rss, anon = resident_bytes(self.pid)
         self.peak_rss, self.peak_anon = max(self.peak_rss, rss), max(self.peak_anon, anon)
 
+    def read_bytes(self):
+        """What the process (and its reaped children) read from storage so far, or None."""
+        try:
+            for line in open(f"/proc/{self.pid}/io"):
+                if line.startswith("read_bytes:"):
+                    return int(line.split()[1])
+        except OSError:
+            pass
+        return None
+
     def wait(self, timeout):
         """True once the process has exited; otherwise waits up to `timeout` seconds."""
         return self._exited.wait(timeout)

@@ -19,12 +19,18 @@ class Record:
     returncode: int = None
     cache_method: str = None              # read | drop_caches | fadvise
     cache_resident_fraction: float = None  # measured (mincore) just before training
+    cache_resident_fraction_after: float = None  # measured again once training ended: lower when pages were
+                                                 # evicted during the run (memory limit; environment.proactive_reclaim)
     iterations: int = None                # the last iteration Caffe logged
     iterations_setting: int = None        # max_iter asked for; None: the stock solver's
     iterations_reason: str = None         # why not the stock solver's, when that was chosen for the user
     wall_seconds: float = None            # process start to exit
-    startup_seconds: float = None         # process start to Caffe's first logged iteration
+    startup_seconds: float = None         # process start to the test pass at iteration 0 (or, without
+                                          # one, the first logged iteration): libraries, nets, opening the data
+    initial_test_seconds: float = None    # that test pass and the first training iteration: it reads the data
     solver_seconds: float = None          # first logged iteration to "Optimization Done"
+    test_seconds: float = None            # the test passes inside solver_seconds, from the log's stamps
+    test_ms_per_iteration: float = None   # their time per test iteration (measured, not the profile's)
     iterations_per_second: float = None
     test_accuracy: float = None
     test_loss: float = None
@@ -32,7 +38,8 @@ class Record:
     first_loss: float = None
     final_loss: float = None
     compute: dict = None                  # mode: gpu | cpu | emulated; accelerator, ms per iteration, source
-    au: float = None                      # accelerator utilisation over the solver's time (MLPerf Storage)
+    au: float = None                      # accelerator utilisation over the solver's time (MLPerf Storage):
+                                          # the accelerator's work in that window (caffe_log.timed_compute) / it
     gpu_id: int = None
     source: str = None                    # the images: real data or which stand-in
     source_fingerprint: str = None
@@ -51,6 +58,7 @@ class Record:
     environment: dict = None              # build, machine, kernel
     run_dir: str = None
     finished: str = None
+    revised: str = None                   # fields re-derived from the run's own log after it was recorded
 
     @classmethod
     def from_dict(cls, d):

@@ -24,6 +24,7 @@ Cells run interleaved (repeat by repeat, backends rotated, warm/cold alternated)
 drift of the machine does not land on one backend. Runs already recorded are skipped unless --again.
 """
 import argparse
+import signal
 import sys
 from pathlib import Path
 
@@ -162,7 +163,12 @@ def _check_read_flags(cells, reading):
                                        f"{', '.join(n for n, b in backends.REGISTRY.items() if option in b.read_options)}")
 
 
+def _stop(signum, frame):
+    raise KeyboardInterrupt  # the runner stops the training, its monitor and its cgroup
+
+
 def main(argv=None):
+    signal.signal(signal.SIGTERM, _stop)  # `kill`: the same clean stop as Ctrl-C
     a = parser().parse_args(argv)
     gpu, accelerator = compute_choice(a)
     limits = Limits.from_args(a.mem_limit, a.cpus, a.riops, a.rbps, a.profile)

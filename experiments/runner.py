@@ -21,7 +21,7 @@ from pathlib import Path
 import psutil
 
 import toolchain
-from data_prep import backends, datasets, locations
+from data_prep import backends, cache, datasets, locations
 from experiments import accelerators, caffe_log, cgroup, proctrack
 from experiments.record import Record, append
 
@@ -75,8 +75,9 @@ def write_net_files(spec, run_dir, dataset, backend, dest, compute):
     layer = backend.data_layer(dest, dataset, dest.parent / "mean.binaryproto", spec.read_options)
     emulated = compute.emulated
     test_emulated = (compute.test_ms_per_iteration, 0.0) if emulated else None
-    (run_dir / "train.prototxt").write_text(str(net_proto(model, layer, caffe.TRAIN, emulated=emulated)))
-    (run_dir / "test.prototxt").write_text(str(net_proto(model, layer, caffe.TEST, emulated=test_emulated)))
+    for phase, name, phase_emulated in [(caffe.TRAIN, "train", emulated), (caffe.TEST, "test", test_emulated)]:
+        (run_dir / f"{name}.prototxt").write_text(str(net_proto(model, layer, phase, emulated=phase_emulated,
+                                                                host_copies=compute.host_copies)))
     test_count = json.loads((dest / "manifest.json").read_text())["splits"]["test"]["count"]
     test_iter = spec.test_iter or min(model.solver.test_iter, max(1, test_count // model.test_batch))
     max_iter = spec.iters or model.solver.max_iter
@@ -92,7 +93,8 @@ def environment():
     env = {"caffe_build_key": toolchain.build_key(), "caffe_options": toolchain.build_options(),
            "kernel": platform.release(), "cpu_model": _cpu_model(), "cpu_cores": os.cpu_count(),
            "memory_bytes": psutil.virtual_memory().total, "python": platform.python_version(),
-           "cgroup": cgroup.version()}
+           "cgroup": cgroup.version(), "image_decoder": toolchain.image_decoder(),
+           "proactive_reclaim": cache.proactive_reclaim()}
     env.update(_gpu_info())
     return env
 
@@ -177,8 +179,9 @@ def _run_locked(spec, log):
         run_dir.mkdir(parents=True)
         max_iter, test_iter = write_net_files(spec, run_dir, dataset, backend, dest, compute)
     location = locations.of(backend, dest, spec.rtt_ms)
-    # limits first: a run refused for them must not have flushed the page cache
-    group = cgroup.create(spec.limits, group_id, location) if spec.limits.any() else None
+    # limits first: a run refused for them must not have flushed the page cache; the read
+    # limits wait until the cache is set (cgroup.Group.limit_reads)
+    group = cgroup.create(spec.limits, group_id, location, limit_reads_now=False) if spec.limits.any() else None
     try:
         trainings, how, resident, monitor = _train(spec, run_dirs, dataset, backend, dest, location, compute,
                                                    max_iter, group, log)
@@ -186,6 +189,7 @@ def _run_locked(spec, log):
         shared = dict(  # what every solver of the run shares, measured once
             dataset=dataset.name, backend=backend.name, cache=spec.cache, repeat=spec.repeat,
             cache_method=how, cache_resident_fraction=round(resident, 4),
+            cache_resident_fraction_after=_rounded(location.resident_fraction(), 4),
             iterations_setting=spec.iters, iterations_reason=spec.iterations_reason,
             compute=compute.as_dict(), gpu_id=spec.gpu,
             source=manifest["source"], source_fingerprint=manifest["source_fingerprint"],
@@ -197,7 +201,7 @@ def _run_locked(spec, log):
         together = ({"group": group_id, "solvers": spec.concurrent,
                      "makespan_seconds": round(max(t.wall for t in trainings), 3),
                      "device_read_bytes": monitor.get("read_bytes_total")} if spec.concurrent > 1 else None)
-        return [_record(spec, run_id, t, shared, compute, test_iter, dict(together, member=i) if together else None, log)
+        return [_record(spec, run_id, t, shared, compute, (max_iter, test_iter), dict(together, member=i) if together else None, log)
                 for i, (run_id, t) in enumerate(zip(run_ids, trainings))]
     finally:
         location.close()
@@ -215,19 +219,44 @@ class Training:
                                      preexec_fn=group.enter if group else None)
         self.tracker = proctrack.Tracker(self.proc.pid)
         self.process, self.returncode, self.wall = {}, None, None
+        self.reads_at = {}  # phase -> the process's read bytes when its log first showed it (caffe_log.phases_begun)
+        self._log_read_to = 0
 
     def finished(self, timeout):
         """Samples its threads; True once it has exited (then its counters are read, it is reaped)."""
         if self.returncode is not None:
             return True
         self.tracker.sample()
+        self._mark_phases()
         if not self.tracker.wait(timeout):
             return False
-        self.process = self.tracker.summary()
+        self.process = dict(self.tracker.summary(), **self._reads_by_phase())
         self.returncode = self.proc.wait()
         self.wall = self.tracker.ended_at - self.started
         self.log.close()
         return True
+
+    def _mark_phases(self):
+        if "training" in self.reads_at:
+            return
+        with open(self.run_dir / "caffe.log", "rb") as f:
+            f.seek(self._log_read_to)
+            chunk = f.read()
+        complete = chunk.rfind(b"\n") + 1  # a half-written line waits for the next look
+        self._log_read_to += complete
+        for phase in caffe_log.phases_begun(chunk[:complete].decode(errors="replace")):
+            self.reads_at.setdefault(phase, self.tracker.read_bytes())
+
+    def _reads_by_phase(self):
+        """The process's reads split at the initial test pass and the first iteration, as sampled
+        (every 0.5 s): before the test pass (libraries, net set-up, opening the data), the test
+        pass at iteration 0, and training. {} when the log never showed training."""
+        total, train = self.tracker.read_bytes(), self.reads_at.get("training")
+        if total is None or train is None:
+            return {}
+        test = self.reads_at.get("initial test", train)
+        return {"read_bytes_before_test": test, "read_bytes_initial_test": train - test,
+                "read_bytes_training": total - train}
 
     def kill(self):
         if self.proc.poll() is None:
@@ -246,6 +275,8 @@ def _train(spec, run_dirs, dataset, backend, dest, location, compute, max_iter, 
     if warmup:
         _warm_program(warmup, child_env, group)
         how += ", the training program loaded once"
+    if group:
+        group.limit_reads()
     held = (f"{resident:.1%} of {len(location.files)} files resident" if location.files
             else "every record in the servers' memory")
     solvers = f", {len(run_dirs)} solvers at once" if len(run_dirs) > 1 else ""
@@ -278,6 +309,10 @@ def _train(spec, run_dirs, dataset, backend, dest, location, compute, max_iter, 
     return trainings, how, resident, summarize_monitor(monitor_csv)
 
 
+def _rounded(value, digits):
+    return None if value is None else round(value, digits)
+
+
 def _warm_program(cmd, env, group):
     p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600,
                        preexec_fn=group.enter if group else None)
@@ -286,23 +321,24 @@ def _warm_program(cmd, env, group):
                        f"{p.stderr.strip()[-500:]}")
 
 
-def _record(spec, run_id, training, shared, compute, test_iter, concurrent, log):
-    """One solver's Record, from its log and process, with the run's shared fields; appended."""
+def _record(spec, run_id, training, shared, compute, solver_settings, concurrent, log):
+    """One solver's Record, from its log and process, with the run's shared fields; appended.
+    solver_settings: (max_iter, test_iter) as written, for a log that does not say them."""
     rc, run_dir = training.returncode, training.run_dir
     parsed = caffe_log.parse((run_dir / "caffe.log").read_text(errors="replace"))
     first = parsed["first_iteration_at"]
-    compute_seconds = compute.seconds(max(parsed["last_iteration"] - 1, 0), parsed["tests_after_start"] * test_iter)
-    au = (min(1.0, compute_seconds / parsed["solver_seconds"])
-          if compute_seconds is not None and parsed["solver_seconds"] else None)
+    started = datetime.fromtimestamp(training.started)
+    timed = caffe_log.timing(parsed, compute, *solver_settings)
+    au = timed.pop("au")
     record = Record(
         run_id=run_id, **shared, status="ok" if rc == 0 and parsed["done"] else "failed", returncode=rc,
         iterations=parsed["last_iteration"], wall_seconds=round(training.wall, 3),
-        startup_seconds=round((first - datetime.fromtimestamp(training.started)).total_seconds(), 3) if first else None,
-        solver_seconds=parsed["solver_seconds"],
+        startup_seconds=round(((parsed["initial_test_at"] or first) - started).total_seconds(), 3) if first else None,
+        **timed, solver_seconds=parsed["solver_seconds"],
         iterations_per_second=(parsed["last_iteration"] / parsed["solver_seconds"] if parsed["solver_seconds"] else None),
         test_accuracy=parsed["test_accuracy"], test_loss=parsed["test_loss"], test_iteration=parsed["test_iteration"],
         first_loss=parsed["first_loss"], final_loss=parsed["final_loss"],
-        au=round(au, 4) if au is not None else None, concurrent=concurrent,
+        au=au, concurrent=concurrent,
         command=training.cmd, process=training.process,
         run_dir=str(run_dir.relative_to(spec.results)), finished=time.strftime("%Y-%m-%dT%H:%M:%S"))
     append(Path(spec.results) / shared["dataset"] / "records.jsonl", record)

@@ -172,15 +172,19 @@ MODELS = {
 }
 
 
-def net_proto(model, data_layer, phase, batch=None, emulated=None):
+def net_proto(model, data_layer, phase, batch=None, emulated=None, host_copies=None):
     """The NetParameter of `model` for one phase, its data coming from `data_layer`:
     a function (batch_size, phase) -> (data, label) tops, as a backend provides.
 
     emulated: (forward_ms, backward_ms) to replace the whole net after the data layer by
-    one EmulatedCompute layer (caffe/patches/0011) that reads the batch and takes that long."""
+    one EmulatedCompute layer (caffe/patches/0011) that reads the batch and takes that long.
+    host_copies: the data layer's emulated_compute_param (host_copy_latency_us, host_copy_gbps:
+    caffe/patches/0014), so that it pays the host-to-device copies a GPU build makes."""
     n = caffe.NetSpec()
     batch = batch or (model.batch if phase == caffe.TRAIN else model.test_batch)
     n.data, n.label = data_layer(batch, phase)
+    if host_copies:
+        n.data.fn.params["emulated_compute_param"] = dict(host_copies)
     if emulated:
         forward_ms, backward_ms = emulated
         n.loss = L.EmulatedCompute(n.data, n.label, loss_weight=1,

@@ -36,7 +36,7 @@ def test_each_backend_trains_through_the_runner(backend, mnist_small, results):
     assert r.ok and r.iterations == 40 and r.cache == "warm" and r.compute == {"mode": "cpu"} and r.au is None
     assert r.test_accuracy is not None and r.test_iteration == 40 and r.final_loss < r.first_loss
     assert 0 < r.startup_seconds < r.wall_seconds and r.solver_seconds > 0
-    assert r.wall_seconds >= r.solver_seconds + r.startup_seconds * 0.9
+    assert r.wall_seconds >= r.solver_seconds + (r.startup_seconds + r.initial_test_seconds) * 0.9
     assert r.cache_resident_fraction > 0.99
     assert r.monitor["samples"] >= 1 and "cpu_user_mean" in r.monitor
     assert r.process["cpu_seconds"] > 0 and "solver (main thread)" in r.process["thread_cpu_seconds"]
@@ -51,7 +51,7 @@ def test_each_backend_trains_through_the_runner(backend, mnist_small, results):
         assert r.location["kind"] == backends.get(backend).location
     run_dir = results / r.run_dir
     assert (run_dir / "caffe.log").exists() and (run_dir / "monitor.csv").exists()
-    assert r.environment["caffe_build_key"]
+    assert r.environment["caffe_build_key"] and isinstance(r.environment["proactive_reclaim"], list)
 
 
 def test_a_recorded_run_is_skipped(mnist_small, tmp_path):
@@ -70,6 +70,7 @@ def test_cold_run_is_measured_not_resident(mnist_small, tmp_path):
     assert r.cache_method == "drop_caches"
     assert r.cache_resident_fraction < 0.05
     assert r.process["read_bytes"] > 0.5 * r.train_footprint["apparent_bytes"]  # the run itself read the files
+    assert r.cache_resident_fraction_after > 0.4  # measured once it had read them
 
 
 def test_a_warm_run_after_a_cold_one_finds_its_program_warm_too(mnist_small, tmp_path):
@@ -155,7 +156,7 @@ def test_limits_without_a_cgroup_hierarchy_are_refused_clearly(mnist_small, tmp_
 
 def test_paper2016_profile_sets_the_documented_limits_and_a_changed_one_is_not_the_profile():
     limits = cgroup.Limits.from_args(profile="paper2016")
-    assert (limits.cpus, limits.riops, limits.rbps, limits.mem_bytes) == (8, 150, 600 * 10**6, 16 * 2**30)
+    assert (limits.cpus, limits.riops, limits.rbps, limits.mem_bytes) == (8, 287, 600 * 10**6, 16 * 2**30)
     assert limits.profile == "paper2016" and limits.label() == "paper2016 profile"
     changed = cgroup.Limits.from_args(profile="paper2016", riops=1000)
     assert changed.profile is None and changed.modified_from == "paper2016"
@@ -173,21 +174,44 @@ def test_read_iops_limit_bites_under_this_machines_cgroup(mnist_small, tmp_path)
     from data_prep import locations
     files = sorted((mnist_small / "images" / "train").iterdir())[:300]
     location = locations.LocalFolder(mnist_small / "images", files)
-    script = "import sys\nfor f in sys.argv[1:]: open(f, 'rb').read()\n"
-
-    def cold_read(group):
-        cache.drop_caches()
-        start = time.time()
-        subprocess.run([sys.executable, "-c", script] + [str(f) for f in files], check=True,
-                       preexec_fn=group.enter if group else None)
-        return time.time() - start
     group = cgroup.create(cgroup.Limits(riops=150, mem_bytes=2**30, cpus=1), f"test-{os.getpid()}", location)
     try:
-        limited, free = cold_read(group), cold_read(None)
+        limited, free = _cold_read(files, group), _cold_read(files, None)
     finally:
         group.remove()
     assert group.version == cgroup.version()
     assert limited > 1.0 and limited > 4 * free, (limited, free)
+
+
+def test_read_limits_wait_until_the_run_applies_them(mnist_small):
+    """A run warms its cache inside its cgroup before the read limit: throttled, warming MNIST's
+    70,002 PNGs at 287 IOPS took 4 minutes and a proactive reclaimer evicted 16% of them again.
+    Cold reads of 300 files: unthrottled before limit_reads(), >= 2 s at 150 IOPS after."""
+    if not cache.can_drop_caches() or cgroup.version() is None:
+        pytest.skip("needs root and a cgroup hierarchy")
+    from data_prep import locations
+    files = sorted((mnist_small / "images" / "train").iterdir())[:300]
+    location = locations.LocalFolder(mnist_small / "images", files)
+    group = cgroup.create(cgroup.Limits(riops=150, mem_bytes=2**30), f"test-defer-{os.getpid()}", location,
+                          limit_reads_now=False)
+    try:
+        unlimited_keys = set(group.applied)
+        before = _cold_read(files, group)
+        group.limit_reads()
+        after = _cold_read(files, group)
+    finally:
+        group.remove()
+    assert not any(k.startswith(("blkio", "io.")) for k in unlimited_keys), unlimited_keys
+    assert any(k.startswith(("blkio", "io.")) for k in group.applied), group.applied
+    assert after > 1.0 and after > 4 * before, (before, after)
+
+
+def _cold_read(files, group):
+    cache.drop_caches()
+    start = time.time()
+    subprocess.run([sys.executable, "-c", "import sys\nfor f in sys.argv[1:]: open(f, 'rb').read()\n"] +
+                   [str(f) for f in files], check=True, preexec_fn=group.enter if group else None)
+    return time.time() - start
 
 
 def test_relative_data_and_results_folders_work(mnist_small, tmp_path):

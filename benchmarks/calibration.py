@@ -1,0 +1,481 @@
+#!/usr/bin/env python3
+"""The instrument's calibration: each parameter of the emulated machines fitted on one named
+measurement, and every other number a prediction held against real data.
+
+  python benchmarks/calibration.py fit            # each fitted value, from its named cell
+  python benchmarks/calibration.py fit --check    # exit 1 if models/accelerators.json or the
+                                                  # paper2016 disk differ from the fit
+  python benchmarks/calibration.py fit --write    # write the fitted values into accelerators.json
+  python benchmarks/calibration.py table --h100 results/ci-2core-emulated-h100-calibrated \\
+      --paper2016 results/ci-2core-paper2016-calibrated --out results/calibration
+
+What is fitted, and on what (everything else is a prediction):
+  h100 LeNet / cifar10_quick   train_ms: the real H100's LMDB warm run of that net (LMDB
+                               delivers >= 10x what the net eats), its solver seconds less its
+                               test passes, over the training iterations in that window;
+                               test_ms: the same run's test passes, from the log's stamps
+  h100 host copies             latency per copy: the real H100's MNIST HDF5 warm run (HDF5Data
+                               copies each row to the device on the solver thread), its solver
+                               seconds less the fitted compute and the bytes over the link's
+                               bandwidth, over its copies; bandwidth: PCIe 5.0 x16 (published)
+  titanx2016 LeNet / cifar10   the paper's fastest times (~20 s; LevelDB warm 38.06 s)
+  titanx2016 host copies       latency: the paper's MNIST HDF5 = 1.28 x the fastest (Section
+                               3.1); bandwidth: PCIe 3.0 x16 (published)
+  paper2016 disk IOPS          the paper's MNIST image files cold, 427.16 s, from our run of
+                               that cell at 150 IOPS: its read requests R (device counter) and
+                               the time not spent on them, T0 = wall - R / 150; IOPS = R /
+                               (427.16 - T0)
+CaffeNet's times are not fitted on any training run (none on a real GPU yet): the h100 one is
+`caffe time`, the titanx2016 one an estimate from published benchmarks; both say so.
+"""
+import argparse
+import json
+import statistics
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from experiments import accelerators, caffe_log, cgroup, record  # noqa: E402
+
+REFERENCE = json.loads((ROOT / "analysis" / "paper_reference.json").read_text())
+FLOAT_BYTES = 4
+# PCI-SIG figures per direction, 128b/130b encoding: Gen3 x16 8 GT/s -> 15.75 GB/s, Gen5 x16
+# 32 GT/s -> 63.0 GB/s. Upper bounds: copies from pageable memory get less, which the fitted
+# per-copy latency absorbs for the small copies that dominate (HDF5 rows).
+PCIE_GBPS = {"h100": (63.0, "PCIe 5.0 x16, 32 GT/s x 16 lanes, 128b/130b: 63.0 GB/s per direction (PCI-SIG)"),
+             "titanx2016": (15.75, "PCIe 3.0 x16, 8 GT/s x 16 lanes, 128b/130b: 15.75 GB/s per direction (PCI-SIG)")}
+NET_OF = {"mnist": "lenet", "cifar10": "cifar10_quick", "imagenet": "caffenet"}
+STOCK_OF = {"mnist", "cifar10"}  # datasets whose stock solver the table knows (STOCK)
+# (dataset, test batches per pass, passes) as the stock solvers run them, for the paper's cells
+STOCK = {"lenet": dict(iters=10_000, test_iter=100, passes=21, batch=64, test_batch=100, shape=(1, 28, 28)),
+         "cifar10_quick": dict(iters=5_000, test_iter=100, passes=11, batch=100, test_batch=100, shape=(3, 32, 32))}
+
+
+@dataclass
+class Cell:
+    """One measured run: where it is, what its record and log say."""
+    folder: str
+    dataset: str
+    backend: str
+    cache: str
+    riops: int = None  # the read IOPS limit it ran under, where a folder holds runs under several
+
+    def load(self):
+        rs = [r for r in record.load([ROOT / self.folder / self.dataset / "records.jsonl"])
+              if r.ok and (r.backend, r.cache) == (self.backend, self.cache)
+              and (self.riops is None or (r.limits or {}).get("riops") == self.riops)]
+        if len(rs) != 1:
+            raise SystemExit(f"{self}: expected one ok run, found {len(rs)}")
+        r = rs[0]
+        return r, caffe_log.parse((ROOT / self.folder / r.run_dir / "caffe.log").read_text(errors="replace"))
+
+    def name(self):
+        r, _ = self.load()
+        return f"{self.folder}/{self.dataset} {self.backend} {self.cache}, run {Path(r.run_dir).name}"
+
+
+H100_NET_CELLS = {"lenet": Cell("results/h100", "mnist", "lmdb", "warm"),
+                  "cifar10_quick": Cell("results/h100", "cifar10", "lmdb", "warm")}
+H100_COPY_CELL = Cell("results/h100", "mnist", "hdf5", "warm")
+# The disk is fitted by iteration on this one cell: a run at the last fitted IOPS gives the next.
+# Step 1: results/ci-2core-paper2016 (150 IOPS, an Intel Xeon CI machine) gave 388; step 2 (below,
+# 388 IOPS, an AMD EPYC CI machine: 1.60 read requests per file against step 1's 2.19) gives the
+# value in force.
+DISK_CELL = Cell("results/ci-2core-paper2016-calibrated", "mnist", "images", "cold", riops=388)
+
+
+def hdf5_copies(net, work):
+    """(copies, bytes) HDF5Data makes to the device for `work` (caffe_log.timed_compute):
+    one per row and top (data, label) of every batch (HDF5DataLayer::Forward_gpu)."""
+    s = STOCK[net]
+    train, forwards, test = work
+    rows = (train + forwards) * s["batch"] + test * s["test_batch"]
+    c, h, w = s["shape"]
+    return 2 * rows, rows * (c * h * w + 1) * FLOAT_BYTES
+
+
+def fit_h100_net(net):
+    r, parsed = H100_NET_CELLS[net].load()
+    train, forwards, _ = caffe_log.timed_compute(parsed)
+    test_seconds = sum(parsed["test_pass_seconds"])
+    train_ms = 1000 * (r.solver_seconds - test_seconds) / (train + forwards * accelerators.FORWARD_SHARE)
+    return {"train_ms": round(train_ms, 4), "test_ms": r.test_ms_per_iteration,
+            "fitted_on": H100_NET_CELLS[net].name(),
+            "source": f"fitted: {r.solver_seconds:.3f} solver s less {test_seconds:.3f} s of test passes, "
+                      f"over {train} training iterations (+{forwards} forward); test_ms from the same log's "
+                      f"{len(parsed['test_pass_seconds'])} test passes"}
+
+
+def fit_host_latency(compute, net, solver_seconds, work, gbps):
+    """Per-copy latency (us) that makes `compute` plus HDF5Data's copies take solver_seconds."""
+    copies, nbytes = hdf5_copies(net, work)
+    extra = solver_seconds - compute.seconds(work) - nbytes / (gbps * 1e9)
+    return 1e6 * extra / copies, copies
+
+
+def fit_h100(nets=None):
+    nets = nets or {net: fit_h100_net(net) for net in H100_NET_CELLS}
+    r, parsed = H100_COPY_CELL.load()
+    lenet = nets["lenet"]
+    compute = accelerators.Compute("emulated", "h100", lenet["train_ms"], lenet["test_ms"])
+    gbps, gbps_source = PCIE_GBPS["h100"]
+    latency, copies = fit_host_latency(compute, "lenet", r.solver_seconds, caffe_log.timed_compute(parsed), gbps)
+    link = {"latency_us": round(latency, 3), "gbps": gbps, "fitted_on": H100_COPY_CELL.name(),
+            "source": f"latency fitted: {r.solver_seconds:.3f} solver s less the fitted LeNet compute and the "
+                      f"bytes at {gbps} GB/s, over its {copies:,} copies; bandwidth: {gbps_source}"}
+    return nets, link
+
+
+def paper_seconds(dataset, backend, cache):
+    for row in REFERENCE["training_seconds"]:
+        if (row["dataset"], row["backend"], row["cache"]) == (dataset, backend, cache):
+            return row["mean"]
+    raise KeyError((dataset, backend, cache))
+
+
+def finding(fid):
+    return next(f for f in REFERENCE["findings"] if f["id"] == fid)
+
+
+def paper_work(net):
+    s = STOCK[net]
+    return s["iters"], 0, s["passes"] * s["test_iter"]
+
+
+def fit_titanx2016():
+    """The paper's own cells: LeNet ~20 s for its fastest backends (Section 3.1, no exact
+    value), cifar10_quick 38.06 s (LevelDB warm, Figure 7); test = train/3 x the batch ratio
+    (the paper has no logs to measure it from). These seconds are wall times, start-up
+    included: upper bounds on the compute."""
+    nets = {}
+    for net, seconds, where in [("lenet", 20.0, "the paper's fastest MNIST backends, ~20 s (Section 3.1)"),
+                                ("cifar10_quick", paper_seconds("cifar10", "leveldb", "warm"),
+                                 "the paper's CIFAR-10 LevelDB warm, 38.06 s (Section 3.2 / Figure 7)")]:
+        s = STOCK[net]
+        test_share = accelerators.FORWARD_SHARE * s["test_batch"] / s["batch"]
+        train, _, test = paper_work(net)
+        train_ms = 1000 * seconds / (train + test * test_share)
+        nets[net] = {"train_ms": round(train_ms, 4), "test_ms": round(train_ms * test_share, 4), "fitted_on": where,
+                     "source": f"fitted: {seconds} s = train_ms x ({train:,} + {test:,} x {test_share:.3f}); "
+                               "test = train/3 x test batch / batch (not measured); wall time: an upper bound"}
+    gbps, gbps_source = PCIE_GBPS["titanx2016"]
+    ratio = finding("mnist-hdf5")["paper_ratio"]
+    lenet = nets["lenet"]
+    compute = accelerators.Compute("emulated", "titanx2016", lenet["train_ms"], lenet["test_ms"])
+    hdf5_seconds = ratio * 20.0
+    latency, copies = fit_host_latency(compute, "lenet", hdf5_seconds, paper_work("lenet"), gbps)
+    link = {"latency_us": round(latency, 3), "gbps": gbps,
+            "fitted_on": f"the paper's MNIST HDF5 = {ratio} x the fastest (~20 s) (Section 3.1)",
+            "source": f"latency fitted: {hdf5_seconds:.1f} s less the fitted LeNet compute and the bytes at "
+                      f"{gbps} GB/s, over its {copies:,} copies; bandwidth: {gbps_source}"}
+    return nets, link
+
+
+def fit_disk():
+    r, _ = DISK_CELL.load()
+    asked = r.limits["riops"]
+    requests = r.monitor["read_requests_total"]
+    target = paper_seconds("mnist", "images", "cold")
+    t0 = r.wall_seconds - requests / asked
+    iops = requests / (target - t0)
+    return {"riops": round(iops), "fitted_on": DISK_CELL.name() + f" (at {asked} IOPS)",
+            "source": f"{requests:,.0f} read requests in {r.wall_seconds:.1f} s at {asked} IOPS: "
+                      f"{t0:.1f} s not spent on them; {requests:,.0f} / ({target} - {t0:.1f}) = {iops:.0f} IOPS "
+                      f"gives the paper's {target} s"}
+
+
+def fitted():
+    h100_nets, h100_link = fit_h100()
+    tx_nets, tx_link = fit_titanx2016()
+    return {"h100": (h100_nets, h100_link), "titanx2016": (tx_nets, tx_link)}, fit_disk()
+
+
+def differences(profiles, fits, disk):
+    """Where models/accelerators.json or the paper2016 disk differ from the fit."""
+    out = []
+    for name, (nets, link) in fits.items():
+        p = profiles.get(name, {})
+        for net, values in nets.items():
+            for k in ("train_ms", "test_ms"):
+                if p.get(net, {}).get(k) != values[k]:
+                    out.append(f"{name}.{net}.{k}: {p.get(net, {}).get(k)} in the file, {values[k]} fitted")
+        for k in ("latency_us", "gbps"):
+            if (p.get("host_copies") or {}).get(k) != link[k]:
+                out.append(f"{name}.host_copies.{k}: {(p.get('host_copies') or {}).get(k)} in the file, {link[k]} fitted")
+    if cgroup.PROFILES["paper2016"]["riops"] != disk["riops"]:
+        out.append(f"paper2016 riops: {cgroup.PROFILES['paper2016']['riops']} in experiments/cgroup.py, "
+                   f"{disk['riops']} fitted")
+    return out
+
+
+def write_profiles(fits):
+    data = json.loads(accelerators.PROFILES_FILE.read_text())
+    for name, (nets, link) in fits.items():
+        for net, values in nets.items():
+            data[name][net] = values
+        data[name]["host_copies"] = link
+    tmp = accelerators.PROFILES_FILE.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(data, indent=2) + "\n")
+    tmp.replace(accelerators.PROFILES_FILE)
+
+
+def cmd_fit(a):
+    fits, disk = fitted()
+    for name, (nets, link) in fits.items():
+        for net, v in nets.items():
+            print(f"{name} {net}: train_ms {v['train_ms']}, test_ms {v['test_ms']}  <- {v['fitted_on']}")
+        print(f"{name} host copies: {link['latency_us']} us + bytes at {link['gbps']} GB/s  <- {link['fitted_on']}")
+    print(f"paper2016 disk: {disk['riops']} read IOPS  <- {disk['fitted_on']}: {disk['source']}")
+    if a.write:
+        write_profiles(fits)
+        print(f"wrote {accelerators.PROFILES_FILE}")
+    diff = differences(accelerators.profiles(), fits, disk)
+    for line in diff:
+        print("differs: " + line)
+    return 1 if a.check and diff else 0
+
+
+# --- the fidelity table --------------------------------------------------------------
+
+def cell_means(folder, field="solver_seconds", riops=None):
+    """(dataset, backend, cache) -> (mean of a record field over ok runs, n, spread (max-min)/mean);
+    field "device_mib": MiB the monitor saw read from the data's device; riops: only runs under that
+    read IOPS limit."""
+    cells = {}
+    for r in record.load([ROOT / folder]) if folder and (ROOT / folder).exists() else []:
+        value = (r.monitor or {}).get("read_bytes_total", 0) / 2**20 if field == "device_mib" else getattr(r, field)
+        if r.ok and value is not None and not r.concurrent and not r.read_options and \
+                (riops is None or (r.limits or {}).get("riops") == riops):
+            cells.setdefault((r.dataset, r.backend, r.cache), []).append(value)
+    return {k: (statistics.mean(v), len(v), (max(v) - min(v)) / statistics.mean(v) if statistics.mean(v) else 0.0)
+            for k, v in cells.items()}
+
+
+# What is known to differ between a real H100 cell and its emulation beyond the model; none of
+# these factors has been measured apart yet, so a residual they may explain stays unexplained.
+H100_CAVEATS = {
+    "leveldb": "the real run read an unsettled LevelDB (48 MB in 5 files, its log not yet compacted)",
+    "images": "decode: the real run used the GPU bundle's minimal OpenCV 4.6 on a 16-core Xeon host, ours "
+              "Debian's OpenCV on this 2-core machine (not measured apart)",
+    "pymem": "the Python driver's start-up and per-iteration set_input_arrays run on the host's CPU (not measured apart)",
+}
+
+
+PRE_CALIBRATION = "results/ci-2core-emulated-h100"  # the same cells on another CI machine, before the fit
+
+
+def prefetch_us_per_image(folder, dataset, backend, cache):
+    """(µs of data-prefetch thread CPU per image a stock run reads, the CPU model) over ok runs."""
+    s = STOCK[NET_OF[dataset]]
+    images = s["iters"] * s["batch"] + s["passes"] * s["test_iter"] * s["test_batch"]
+    rs = [r for r in record.load([ROOT / folder]) if r.ok and (r.dataset, r.backend, r.cache) == (dataset, backend, cache)
+          and not r.read_options and (r.process or {}).get("thread_cpu_seconds", {}).get("data prefetch")]
+    if not rs:
+        return None
+    return (1e6 * statistics.mean(r.process["thread_cpu_seconds"]["data prefetch"] for r in rs) / images,
+            (rs[0].environment or {}).get("cpu_model"))
+
+
+def decode_note(dataset, cache, ours_folder):
+    here, before = (prefetch_us_per_image(f, dataset, "images", cache) for f in (ours_folder, PRE_CALIBRATION))
+    if not (here and before):
+        return None
+    return (f"host CPU: the prefetch thread spent {here[0]:.1f} µs per image here ({here[1]}), {before[0]:.1f} on the "
+            f"{before[1]} CI machine of {PRE_CALIBRATION} (same Caffe but patch 0014): the emulation has no host-CPU term")
+
+
+def h100_caveat(backend, cache, device_mib, decode=None):
+    """device_mib: (real, ours) MiB read from the data's device during the runs (monitor);
+    decode: what is known of the image decoding's host CPU."""
+    notes = [H100_CAVEATS[backend]] + ([decode] if decode else []) if backend in H100_CAVEATS else []
+    if cache == "cold":
+        real, ours = device_mib
+        notes.append(f"cold: the real run read {real:,.0f} MiB from its VM's disk, ours {ours:,.0f} MiB from this "
+                     "machine's (different disks and host caches)" if real is not None and ours is not None
+                     else "cold: different disks and host caches")
+    return "; ".join(notes)
+
+
+def h100_rows(emulated_folder):
+    """Every real H100 cell: real solver seconds, ours (emulated h100 on this machine), ratio."""
+    real, ours = cell_means("results/h100"), cell_means(emulated_folder)
+    real_mib, ours_mib = cell_means("results/h100", "device_mib"), cell_means(emulated_folder, "device_mib")
+    fitted_cells = {(c.dataset, c.backend, c.cache): "fitted (train_ms, test_ms)" for c in H100_NET_CELLS.values()}
+    fitted_cells[(H100_COPY_CELL.dataset, H100_COPY_CELL.backend, H100_COPY_CELL.cache)] = "fitted (copy latency)"
+    rows = []
+    order = {name: i for i, name in enumerate(["mnist", "cifar10", "imagenet", "lmdb", "leveldb", "hdf5", "images",
+                                                 "pymem", "cppmem", "redis", "warm", "cold"])}
+    for key in sorted(real, key=lambda k: [order.get(part, 99) for part in k]):
+        (mean, n, _), o = real[key], ours.get(key)
+        rows.append({"cell": " ".join(key), "reference": round(mean, 2), "reference_n": n,
+                     "ours": round(o[0], 2) if o else None, "ours_n": o[1] if o else 0,
+                     "ours_spread": round(o[2], 3) if o else None,
+                     "ratio": round(o[0] / mean, 3) if o else None,
+                     "use": fitted_cells.get(key, "prediction"), "caveat": h100_caveat(key[1], key[2], ((real_mib.get(key) or [None])[0],
+                                                                               (ours_mib.get(key) or [None])[0]),
+                                                         decode_note(key[0], key[2], emulated_folder)
+                                                         if key[1] == "images" else None)})
+    return rows
+
+
+FINDING_USE = {"mnist-cold-images": "the cold cell fitted (disk IOPS); the ratio also needs the warm cell: prediction",
+               "mnist-hdf5": "fitted (titanx2016 copy latency)"}
+
+
+def requests_per_file(folder, dataset, riops):
+    """(read requests per file of the cold image-files runs under `riops`, that limit, CPU model)."""
+    rs = [r for r in record.load([ROOT / folder]) if r.ok and (r.dataset, r.backend, r.cache) == (dataset, "images", "cold")
+          and (r.limits or {}).get("riops") == riops]
+    if not rs:
+        return None
+    files = (rs[0].artifact_footprint or {}).get("files") or 1
+    return (statistics.mean(r.monitor["read_requests_total"] for r in rs) / files, rs[0].limits.get("riops"),
+            (rs[0].environment or {}).get("cpu_model"))
+
+
+def paper_caveat(folder, dataset, cells):
+    """What is measured to differ, for rows whose cells (backend, cache) decode PNGs or read them cold."""
+    notes = []
+    if any(b == "images" for b, _ in cells) and dataset in STOCK_OF:
+        here = prefetch_us_per_image(folder, dataset, "images", "warm")
+        if here:
+            need = 1000 * STOCK[NET_OF[dataset]]["batch"] / fits_titanx_train_ms(NET_OF[dataset])
+            notes.append(f"PNG decode on this host ({here[1]}): {here[0]:.1f} µs of prefetch CPU per image, "
+                         f"{1e6 / here[0]:,.0f} images/s against the {need:,.0f}/s the Titan X consumes")
+    if dataset == DISK_CELL.dataset and (DISK_CELL.backend, DISK_CELL.cache) in cells:
+        now = requests_per_file(folder, dataset, cgroup.PROFILES["paper2016"]["riops"])
+        fit = requests_per_file(DISK_CELL.folder, dataset, DISK_CELL.riops)
+        if now and fit:
+            notes.append(f"disk: {fit[0]:.2f} read requests per file in the fitting run ({fit[1]} IOPS, {fit[2]}), "
+                         f"{now[0]:.2f} in this one ({now[1]} IOPS, {now[2]}): IOPS alone does not carry over")
+    return "; ".join(notes)
+
+
+def fits_titanx_train_ms(net):
+    return fit_titanx2016()[0][net]["train_ms"]
+
+
+def paper_rows(folder):
+    ours = cell_means(folder, "wall_seconds", riops=cgroup.PROFILES["paper2016"]["riops"])
+    rows = []
+    for f in REFERENCE["findings"]:
+        num, den = ours.get((f["dataset"], *f["num"])), ours.get((f["dataset"], *f["den"]))
+        ratio = num[0] / den[0] if num and den else None
+        rows.append({"finding": f["id"], "text": f["text"], "reference": f["paper_ratio"],
+                     "ours": round(ratio, 3) if ratio else None,
+                     "n": f"{num[1]} / {den[1]}" if num and den else "not run",
+                     "ratio": round(ratio / f["paper_ratio"], 3) if ratio else None,
+                     "use": FINDING_USE.get(f["id"], "prediction"),
+                     "caveat": paper_caveat(folder, f["dataset"], [tuple(f["num"]), tuple(f["den"])])})
+    warm, cold = ours.get(("cifar10", "cppmem", "warm")), ours.get(("cifar10", "cppmem", "cold"))
+    gap = cold[0] - warm[0] if warm and cold else None
+    rows.append({"finding": "cifar-cppmem-cold", "text": "cppmem cold - warm, seconds (Section 3.2)", "reference": 4.5,
+                 "ours": round(gap, 2) if gap is not None else None,
+                 "n": f"{cold[1]} / {warm[1]}" if gap is not None else "not run",
+                 "ratio": round(gap / 4.5, 3) if gap is not None else None, "use": "prediction", "caveat": ""})
+    for row in REFERENCE["training_seconds"]:
+        o = ours.get((row["dataset"], row["backend"], row["cache"]))
+        fit = (row["dataset"], row["backend"], row["cache"]) == (DISK_CELL.dataset, DISK_CELL.backend, DISK_CELL.cache)
+        rows.append({"finding": f"{row['dataset']} {row['backend']} {row['cache']} (s)", "text": row["source"],
+                     "reference": row["mean"], "ours": round(o[0], 2) if o else None, "n": str(o[1]) if o else "not run",
+                     "ratio": round(o[0] / row["mean"], 3) if o else None,
+                     "use": "fitted (disk IOPS)" if fit else
+                            "fitted (titanx2016 cifar10_quick)" if row["backend"] == "leveldb" and row["cache"] == "warm"
+                            else "prediction",
+                     "caveat": paper_caveat(folder, row["dataset"], [(row["backend"], row["cache"])])})
+    return rows
+
+
+def verdict(row, tolerance):
+    if row["ratio"] is None:
+        return "not run"
+    if row["use"].startswith("fitted"):
+        return ("fitted: no evidence" if 0.95 <= row["ratio"] <= 1.05 else
+                f"fitted, but its cell is not reproduced ({row['ratio']:.2f}x): see known differences")
+    return "within" if 1 / tolerance <= row["ratio"] <= tolerance else "outside"
+
+
+def tables(h100, paper, h100_folder, paper_folder, caveats=True):
+    """The two fidelity tables in markdown; without the caveat column for the README."""
+    extra, rule = (" known differences |", "---|") if caveats else ("", "")
+    lines = [f"**Emulated H100** (`{h100_folder}`, this machine) **against the real H100** (`results/h100`, one run "
+             "per cell). Solver seconds (Caffe's first logged iteration to Optimization Done). Goal: predictions "
+             "within 15%.", "",
+             f"| cell | real H100 s (n) | emulated s (n, spread) | emulated / real | use | verdict |{extra}",
+             f"|---|---|---|---|---|---|{rule}"]
+    for r in h100:
+        ours = f"{r['ours']} ({r['ours_n']}, {r['ours_spread']:.1%})" if r["ours"] is not None else "not run"
+        lines.append(f"| {r['cell']} | {r['reference']} ({r['reference_n']}) | {ours} | {r['ratio'] or '-'} | "
+                     f"{r['use']} | {verdict(r, 1.15)} |" + (f" {r['caveat'] or '-'} |" if caveats else ""))
+    lines += ["", f"**Emulated 2016 machine** (`{paper_folder}`, this machine) **against the paper**. Ratios of "
+              "wall seconds (the paper's figures), and the paper's stated seconds. Goal: predictions within 1.5x "
+              "as a ratio of ratios.", "",
+              f"| finding | paper | ours | n | ours / paper | use | verdict |{extra}",
+              f"|---|---|---|---|---|---|---|{rule}"]
+    for r in paper:
+        lines.append(f"| {r['finding']}: {r['text']} | {r['reference']} | {r['ours'] or '-'} | {r['n']} | "
+                     f"{r['ratio'] or '-'} | {r['use']} | {verdict(r, 1.5)} |" +
+                     (f" {r['caveat'] or '-'} |" if caveats else ""))
+    return "\n".join(lines) + "\n"
+
+
+def markdown(h100, paper, h100_folder, paper_folder):
+    return ("# Fidelity of the emulated machines\n\n"
+            "Written by `benchmarks/calibration.py table`. A fitted cell agrees by construction and is no "
+            "evidence; every other row is a prediction held against a measurement it was not fitted on.\n\n"
+            + tables(h100, paper, h100_folder, paper_folder))
+
+
+README_BEGIN = "<!-- fidelity tables: written by benchmarks/calibration.py table --readme -->"
+README_END = "<!-- end of fidelity tables -->"
+
+
+def write_readme_tables(text):
+    """Replace the README's block between the two markers; the README keeps no hand-copied number."""
+    readme = ROOT / "README.md"
+    old = readme.read_text()
+    if README_BEGIN not in old or README_END not in old:
+        raise SystemExit(f"{readme}: the markers {README_BEGIN!r} and {README_END!r} are missing")
+    head, rest = old.split(README_BEGIN, 1)
+    tail = rest.split(README_END, 1)[1]
+    tmp = readme.with_suffix(".md.tmp")
+    tmp.write_text(head + README_BEGIN + "\n" + text + README_END + tail)
+    tmp.replace(readme)
+
+
+def cmd_table(a):
+    h100, paper = h100_rows(a.h100), paper_rows(a.paper2016)
+    out = ROOT / a.out
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "fidelity.json").write_text(json.dumps({"h100": h100, "paper2016": paper,
+                                                   "folders": {"h100": a.h100, "paper2016": a.paper2016}}, indent=1))
+    text = markdown(h100, paper, a.h100, a.paper2016)
+    (out / "fidelity.md").write_text(text)
+    if a.readme:
+        write_readme_tables(tables(h100, paper, a.h100, a.paper2016, caveats=False))
+    print(text)
+    return 0
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    f = sub.add_parser("fit", help="each fitted value from its named cell")
+    f.add_argument("--write", action="store_true", help="write the fitted values into models/accelerators.json")
+    f.add_argument("--check", action="store_true", help="exit 1 where the files differ from the fit")
+    t = sub.add_parser("table", help="the fidelity table: every real cell and paper finding, ours beside it")
+    t.add_argument("--h100", default="results/ci-2core-emulated-h100-calibrated",
+                   help="emulated-h100 records to hold against results/h100")
+    t.add_argument("--paper2016", default="results/ci-2core-paper2016-calibrated",
+                   help="emulated-2016 records to hold against the paper")
+    t.add_argument("--out", default="results/calibration")
+    t.add_argument("--readme", action="store_true", help="also write the tables (without caveats) into README.md")
+    a = ap.parse_args(argv)
+    return cmd_fit(a) if a.cmd == "fit" else cmd_table(a)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
