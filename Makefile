@@ -10,7 +10,7 @@ REDIS_ARGS ?=
 PY_INCLUDE ?=
 
 .PHONY: help setup caffe caffe-gpu caffe-gtest venv data-deps test redis-start redis-stop calibration \
-        mnist-all cifar10-all imagenet-all mnist-quick cifar10-quick imagenet-quick report gpu-bundle clean
+        report gpu-bundle clean
 
 help:
 	@echo "make test            install everything, then run the test suite"
@@ -58,7 +58,9 @@ redis-start: setup
 redis-stop:
 	@$(PY) -m data_prep.redis_cluster stop $(REDIS_ARGS)
 
-mnist-all mnist-quick cifar10-all cifar10-quick imagenet-all imagenet-quick: setup
+# DATASET-all and DATASET-quick for every dataset registered in data_prep/datasets (matrix.py
+# checks the name): make mnist-all, make cifar10-quick, ...
+%-all %-quick: setup
 	@$(PY) experiments/matrix.py $@ $(RUN_ARGS)
 
 # one report per folder of records: results/ (this machine) and results/<machine>/ (committed runs)

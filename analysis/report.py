@@ -24,7 +24,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from data_prep import backends, datasets  # noqa: E402
-from experiments import record  # noqa: E402
+from experiments import proctrack, record  # noqa: E402
 
 REFERENCE = json.loads((Path(__file__).parent / "paper_reference.json").read_text())
 CACHES = ["warm", "cold"]
@@ -201,8 +201,8 @@ def fig_resources(dataset, records, out, setup=None, suffix=""):
 
     def thread(role):
         return lambda r: per_second(r, ((r.process or {}).get("thread_cpu_seconds") or {}).get(role))
-    threads = [("data prefetch", _means(records, dataset, thread("data prefetch")), "#4477aa"),
-               ("solver", _means(records, dataset, thread("solver (main thread)")), "#ee6677")]
+    threads = [("data prefetch", _means(records, dataset, thread(proctrack.PREFETCH)), "#4477aa"),
+               ("solver", _means(records, dataset, thread(proctrack.SOLVER)), "#ee6677")]
     if any(v for _, v, _ in threads):
         _grouped_bars(axes[0, 0], present, threads, "cores busy (thread CPU-s per wall s)")
         axes[0, 0].set_title("the training process's threads (1.0 = one core all the time)", fontsize=8)

@@ -38,7 +38,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from experiments import accelerators, caffe_log, cgroup, record  # noqa: E402
+from experiments import accelerators, caffe_log, machines, proctrack, record  # noqa: E402
 
 REFERENCE = json.loads((ROOT / "analysis" / "paper_reference.json").read_text())
 FLOAT_BYTES = 4
@@ -205,8 +205,8 @@ def differences(profiles, fits, disk):
         for k in ("latency_us", "gbps"):
             if (p.get("host_copies") or {}).get(k) != link[k]:
                 out.append(f"{name}.host_copies.{k}: {(p.get('host_copies') or {}).get(k)} in the file, {link[k]} fitted")
-    if cgroup.PROFILES["paper2016"]["riops"] != disk["riops"]:
-        out.append(f"paper2016 riops: {cgroup.PROFILES['paper2016']['riops']} in experiments/cgroup.py, "
+    if machines.get("paper2016").limits["riops"] != disk["riops"]:
+        out.append(f"paper2016 riops: {machines.get('paper2016').limits['riops']} in experiments/machines.py, "
                    f"{disk['riops']} fitted")
     return out
 
@@ -272,10 +272,10 @@ def prefetch_us_per_image(folder, dataset, backend, cache):
     s = STOCK[NET_OF[dataset]]
     images = s["iters"] * s["batch"] + s["passes"] * s["test_iter"] * s["test_batch"]
     rs = [r for r in record.load([ROOT / folder]) if r.ok and (r.dataset, r.backend, r.cache) == (dataset, backend, cache)
-          and not r.read_options and (r.process or {}).get("thread_cpu_seconds", {}).get("data prefetch")]
+          and not r.read_options and (r.process or {}).get("thread_cpu_seconds", {}).get(proctrack.PREFETCH)]
     if not rs:
         return None
-    return (1e6 * statistics.mean(r.process["thread_cpu_seconds"]["data prefetch"] for r in rs) / images,
+    return (1e6 * statistics.mean(r.process["thread_cpu_seconds"][proctrack.PREFETCH] for r in rs) / images,
             (rs[0].environment or {}).get("cpu_model"))
 
 
@@ -346,7 +346,7 @@ def paper_caveat(folder, dataset, cells):
             notes.append(f"PNG decode on this host ({here[1]}): {here[0]:.1f} µs of prefetch CPU per image, "
                          f"{1e6 / here[0]:,.0f} images/s against the {need:,.0f}/s the Titan X consumes")
     if dataset == DISK_CELL.dataset and (DISK_CELL.backend, DISK_CELL.cache) in cells:
-        now = requests_per_file(folder, dataset, cgroup.PROFILES["paper2016"]["riops"])
+        now = requests_per_file(folder, dataset, machines.get("paper2016").limits["riops"])
         fit = requests_per_file(DISK_CELL.folder, dataset, DISK_CELL.riops)
         if now and fit:
             notes.append(f"disk: {fit[0]:.2f} read requests per file in the fitting run ({fit[1]} IOPS, {fit[2]}), "
@@ -359,7 +359,7 @@ def fits_titanx_train_ms(net):
 
 
 def paper_rows(folder):
-    ours = cell_means(folder, "wall_seconds", riops=cgroup.PROFILES["paper2016"]["riops"])
+    ours = cell_means(folder, "wall_seconds", riops=machines.get("paper2016").limits["riops"])
     rows = []
     for f in REFERENCE["findings"]:
         num, den = ours.get((f["dataset"], *f["num"])), ours.get((f["dataset"], *f["den"]))

@@ -20,7 +20,6 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-import toolchain  # noqa: E402
 from benchmarks.data_path import ITERATIONS, delivered  # noqa: E402
 from data_prep import build, datasets  # noqa: E402
 from experiments import runner  # noqa: E402

@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from data_prep import cache, locations  # noqa: E402
-from experiments import cgroup  # noqa: E402
+from experiments import cgroup, machines  # noqa: E402
 from monitor.sampler import disk_reads  # noqa: E402
 
 READER = "import sys, pathlib\nfor p in sorted(pathlib.Path(sys.argv[1]).iterdir()): p.read_bytes()\n"
@@ -56,7 +56,7 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--files", type=int, default=3000)
     p.add_argument("--size", type=int, default=2000, help="bytes per file (default ~ a CIFAR PNG)")
-    p.add_argument("--profile", default="paper2016", choices=sorted(cgroup.PROFILES))
+    p.add_argument("--profile", default="paper2016", choices=sorted(machines.PROFILES))
     p.add_argument("--riops", type=int)
     p.add_argument("--rbps", type=int)
     p.add_argument("--dir", type=Path, default=ROOT / "data")

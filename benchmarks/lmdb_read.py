@@ -33,7 +33,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import toolchain  # noqa: E402
-from data_prep import cache, datasets, locations  # noqa: E402
+from data_prep import build, cache, datasets, disk, locations  # noqa: E402
 from experiments import cgroup, runner  # noqa: E402
 
 LIMITS = {"unlimited": cgroup.Limits(), "paper2016 disk (150 IOPS, 600 MB/s)": cgroup.Limits(riops=150, rbps=600 * 10**6)}
@@ -95,7 +95,7 @@ def main(argv=None):
     p.add_argument("--json", type=Path)
     p.add_argument("--read-ahead-kb", type=int, help="the data disk's read_ahead_kb during the run")
     a = p.parse_args(argv)
-    knob = locations.read_ahead_knob(a.data)
+    knob = disk.read_ahead_knob(a.data)
     before = knob.read_text().strip()
     if a.read_ahead_kb:
         knob.write_text(str(a.read_ahead_kb))
@@ -115,8 +115,8 @@ def measure_all(a, read_ahead_kb):
     for name in a.datasets.split(","):
         ds = datasets.get(name)
         lmdb_dir = Path(a.data) / name / "lmdb" / "train_lmdb"
-        manifest = json.loads((lmdb_dir.parent / "manifest.json").read_text())
-        count, size = manifest["splits"]["train"]["count"], (lmdb_dir / "data.mdb").stat().st_size
+        manifest = build.load_manifest(lmdb_dir.parent.parent, "lmdb")
+        count, size = manifest.splits["train"].count, (lmdb_dir / "data.mdb").stat().st_size
         for label, limits in LIMITS.items():
             runs = [one_round(lmdb_dir, count, ds.model.batch, limits, tmp) for _ in range(a.rounds)]
             seconds = {k: [r[k] for r in runs] for k in runs[0]}

@@ -8,7 +8,6 @@ killed run never leaves something that looks finished; the next run removes the 
 """
 import errno
 import fcntl
-import json
 import multiprocessing as mp
 import os
 import shutil
@@ -22,9 +21,9 @@ import numpy as np
 from tqdm import tqdm
 
 from data_prep import backends, datasets
+from data_prep import manifest as manifest_file
 from data_prep.datasets import SourceError
-
-MANIFEST = "manifest.json"
+from data_prep.manifest import Manifest, Split
 
 
 # --- mean.binaryproto ----------------------------------------------------------------
@@ -198,19 +197,17 @@ def _write_into(partial, source, backend, ctx, jobs, progress, want_train_sum):
                                 desc=f"{source.dataset} {backend.name} {split.phase}", progress=progress)
             if want_sum:
                 train_sum = total
-        manifest = {
-            "dataset": source.dataset, "backend": backend.name, "caffe_layer": backend.layer,
-            "source": source.description, "source_fingerprint": source.fingerprint,
-            "pretransformed": backend.pretransformed,
-            "transform": {"scale": ctx.scale, "mean_file": bool(ctx.dataset.model.transform.mean_file)},
-            "channel_order": "BGR", "seconds": round(time.time() - started, 2),
-            "created": time.strftime("%Y-%m-%dT%H:%M:%S"),
-            "splits": {s.phase: {"count": s.count, "shape": list(s.shape),
-                                 "footprint": backend.footprint(partial, s.phase)}
-                       for s in source.splits()},
-        }
-        manifest["footprint"] = backend.footprint(partial)
-        (partial / MANIFEST).write_text(json.dumps(manifest, indent=1))
+        manifest = Manifest(
+            dataset=source.dataset, backend=backend.name, caffe_layer=backend.layer,
+            source=source.description, source_fingerprint=source.fingerprint,
+            pretransformed=backend.pretransformed,
+            transform={"scale": ctx.scale, "mean_file": bool(ctx.dataset.model.transform.mean_file)},
+            channel_order="BGR", seconds=round(time.time() - started, 2),
+            created=time.strftime("%Y-%m-%dT%H:%M:%S"),
+            splits={s.phase: Split(s.count, tuple(s.shape), backend.footprint(partial, s.phase))
+                    for s in source.splits()},
+            footprint=backend.footprint(partial))
+        manifest.write(partial)
     except OSError as e:
         shutil.rmtree(partial, ignore_errors=True)
         if e.errno == errno.ENOSPC:
@@ -226,8 +223,8 @@ def _write_into(partial, source, backend, ctx, jobs, progress, want_train_sum):
 
 
 def load_manifest(out, backend_name):
-    path = out / backend_name / MANIFEST
-    return json.loads(path.read_text()) if path.exists() else None
+    """The Manifest of OUT/BACKEND, or None where no complete artifact is."""
+    return manifest_file.load(Path(out) / backend_name)
 
 
 def prepare(dataset, backend_names, out_root, source_path=None, limit=None, count=None, seed=0,
@@ -258,7 +255,7 @@ def prepare(dataset, backend_names, out_root, source_path=None, limit=None, coun
             why_not = backend.unsupported(ds)
             if why_not:
                 log(f"  {backend.name}: skipped for {dataset}: {why_not}")
-            elif not force and old and old["source_fingerprint"] == source.fingerprint:
+            elif not force and old and old.source_fingerprint == source.fingerprint:
                 log(f"  {backend.name}: up to date ({out / backend.name})")
                 results[backend.name] = old
             else:
@@ -272,7 +269,7 @@ def prepare(dataset, backend_names, out_root, source_path=None, limit=None, coun
                 mean, need_mean = _save_mean(compute_mean(source.train, jobs, progress), source, out, log), False
             results[backend.name], train_sum = write_artifact(source, backend, out, mean, jobs, progress,
                                                               want_train_sum=need_mean, overwrite=force)
-            log(f"  {backend.name}: written in {results[backend.name]['seconds']} s")
+            log(f"  {backend.name}: written in {results[backend.name].seconds} s")
             if need_mean:
                 mean = _save_mean(mean_from_sum(train_sum, source.train.count), source, out, log)
                 need_mean = False
@@ -284,8 +281,8 @@ def prepare(dataset, backend_names, out_root, source_path=None, limit=None, coun
 def _standin_count(out, log):
     """The train size of the stand-in already written here, if any: a backend added later must
     hold the same images (and must not replace the mean the others were made with)."""
-    for manifest in sorted(out.glob(f"*/{MANIFEST}")):
-        count = json.loads(manifest.read_text())["splits"]["train"]["count"]
+    for manifest in sorted(out.glob(f"*/{manifest_file.FILE}")):
+        count = manifest_file.load(manifest.parent).splits["train"].count
         log(f"  {out.name}: the stand-in already written here has {count} train images; using that "
             "(--count to choose)")
         return count
@@ -321,13 +318,13 @@ def verify(dataset, backend_names, out_root, source_path=None, seed=0, progress=
             if not backend.unsupported(datasets.get(dataset)):
                 failures.append(f"{name}: no artifact at {out / name}")
             continue
-        counts = tuple(manifest["splits"][p]["count"] for p in ("train", "test"))
+        counts = tuple(manifest.splits[p].count for p in ("train", "test"))
         if counts not in made:  # backends of one dataset share the source: make it once
             made[counts] = _source_of(manifest, dataset, source_path, seed)
             made[counts].train, made[counts].test = (materialized(s, os.cpu_count(), progress)
                                                      for s in made[counts].splits())
         source = made[counts]
-        mean = read_mean(out / "mean.binaryproto") if manifest["transform"]["mean_file"] else None
+        mean = read_mean(out / "mean.binaryproto") if manifest.transform["mean_file"] else None
         ctx = context(dataset, out / name, mean)
         for split in source.splits():
             problem = _compare(split, backend, out / name, ctx, progress)
@@ -338,7 +335,7 @@ def verify(dataset, backend_names, out_root, source_path=None, seed=0, progress=
 
 
 def _source_of(manifest, dataset, source_path, seed):
-    counts = {p: s["count"] for p, s in manifest["splits"].items()}
+    counts = {p: s.count for p, s in manifest.splits.items()}
     source = datasets.load(dataset, source_path, seed=seed, count=counts["train"])
     source.train, source.test = source.train.limited(counts["train"]), source.test.limited(counts["test"])
     return source

@@ -67,7 +67,7 @@ def print_footprints(results):
         return
     print(f"{'backend':<9} {'apparent':>13} {'allocated':>13} {'files':>8}")
     for name, m in results.items():
-        f = m["footprint"]
+        f = m.footprint
         print(f"{name:<9} {f['apparent_bytes'] / 2**20:>9.1f} MiB {f['allocated_bytes'] / 2**20:>9.1f} MiB {f['files']:>8}")
 
 

@@ -33,6 +33,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from data_prep.errors import SourceError  # noqa: E402
+from data_prep.options import parse_ms  # noqa: E402
 
 PASSWORD_ENV = "IMGSTORE_REDIS_PASSWORD"
 PORT_ENV = "IMGSTORE_REDIS_PORT"   # the first node's port (default 7100)
@@ -49,19 +50,6 @@ def password():
     if not os.environ.get(PASSWORD_ENV):
         os.environ[PASSWORD_ENV] = secrets.token_hex(16)
     return os.environ[PASSWORD_ENV]
-
-
-def parse_ms(text):
-    """'10ms', '0.5s', '10' (ms) -> milliseconds."""
-    t = str(text).strip().lower()
-    try:
-        if t.endswith("ms"):
-            return float(t[:-2])
-        if t.endswith("s"):
-            return float(t[:-1]) * 1000
-        return float(t)
-    except ValueError:
-        raise ClusterError(f"{text!r} is not a time such as 10ms or 0.1s") from None
 
 
 class Cluster:

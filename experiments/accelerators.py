@@ -6,7 +6,7 @@ profile's time per iteration (models/accelerators.json) inside real Caffe (Emula
   --accelerator none        no emulation: the real CPU, or the real GPU with --gpu
 """
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 PROFILES_FILE = Path(__file__).resolve().parents[1] / "models" / "accelerators.json"
@@ -44,6 +44,13 @@ class Compute:
 
     def as_dict(self):
         return {k: v for k, v in asdict(self).items() if v is not None}
+
+    @classmethod
+    def from_dict(cls, d):
+        """A record's compute (Record.compute) as a Compute; keys it does not know are ignored,
+        and a record without one trained on the CPU."""
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in (d or {"mode": "cpu"}).items() if k in known})
 
     def seconds(self, work):
         """Compute time of `work` = (training iterations, extra forward passes, test iterations)

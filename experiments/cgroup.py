@@ -6,20 +6,17 @@ IOPS / bytes per second on the block device holding the data.
   v1: memory.limit_in_bytes, cpuset.cpus (+ cpuset.mems), blkio.throttle.read_iops_device /
       read_bps_device, each in its controller's own hierarchy
 
-The paper2016 profile emulates the paper's Table 1 machine: 8 cores, 16 GB, and an HDD.
-Its disk figures: 600 MB/s, the bandwidth the paper states for its machine (Section 3.1),
-and read IOPS fitted on one paper cell (MNIST image files cold, 427.16 s) by
-benchmarks/calibration.py fit, by iteration: our run of that cell at 150 IOPS (what a lone
-7,200-rpm disk gives random reads) gave 388, our run at 388 gave 287. Runs under an earlier
-value are labelled "paper2016 modified" by Limits.from_record.
+A machine profile's limits (experiments.machines) start the Limits; runs under values other
+than its own (an earlier fit, or an override) are labelled "NAME modified" by Limits.from_record.
 """
 import os
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
+from experiments import machines
+
 CGROUP_ROOT = Path(os.environ.get("IMGSTORE_CGROUP_ROOT", "/sys/fs/cgroup"))
 
-PROFILES = {"paper2016": dict(cpus=8, mem_bytes=16 * 2**30, riops=287, rbps=600 * 10**6)}  # riops: fitted
 KNOBS = ("mem_bytes", "cpus", "riops", "rbps")
 
 
@@ -41,7 +38,7 @@ class Limits:
 
     @classmethod
     def from_args(cls, mem=None, cpus=None, riops=None, rbps=None, profile=None):
-        values = dict(PROFILES[profile]) if profile else {}
+        values = dict(machines.get(profile).limits) if profile else {}
         asked = dict(mem_bytes=parse_size(mem) if mem else None, cpus=cpus, riops=riops, rbps=rbps)
         values.update({k: v for k, v in asked.items() if v is not None})
         return cls(**values)._named(profile)
@@ -58,7 +55,7 @@ class Limits:
     def _named(self, profile):
         self.profile = self.modified_from = None
         if profile:
-            same = all(getattr(self, k) == v for k, v in PROFILES[profile].items())
+            same = all(getattr(self, k) == v for k, v in machines.get(profile).limits.items())
             self.profile, self.modified_from = (profile, None) if same else (None, profile)
         return self
 

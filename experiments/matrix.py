@@ -17,6 +17,9 @@ from data_prep import backends, datasets  # noqa: E402
 from experiments import run, runner  # noqa: E402
 from experiments.record import recorded  # noqa: E402
 
+KINDS = ("all", "quick")
+
+
 def print_table(dataset, records, out=sys.stdout):
     from analysis.report import cell_stats
     table = cell_stats(records)
@@ -57,6 +60,10 @@ def main(argv=None):
         return 2
     target, extra = argv[0], argv[1:]
     dataset, kind = target.rsplit("-", 1)
+    if dataset not in datasets.REGISTRY or kind not in KINDS:
+        print(f"error: no make target {target}: DATASET-all or DATASET-quick, DATASET one of "
+              f"{', '.join(datasets.REGISTRY)}", file=sys.stderr)
+        return 2
     args, iters = arguments(dataset, kind, extra)
     gpu, accelerator = run.compute_choice(run.parser().parse_args(args + extra))
     what = (f"an emulated {accelerator} (real Caffe data path; --accelerator none for real CPU training)"

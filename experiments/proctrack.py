@@ -7,6 +7,9 @@ import os
 import threading
 import time
 
+# the roles of thread_cpu_seconds, as records keep them (the report and benchmarks read these)
+SOLVER, PREFETCH, READ_AHEAD, OTHER = "solver (main thread)", "data prefetch", "LMDB read-ahead", "other threads"
+
 TICK = os.sysconf("SC_CLK_TCK")
 
 
@@ -97,9 +100,8 @@ class Tracker:
             return {}
         roles = {}
         for tid, (name, seconds) in self.threads.items():
-            role = ("solver (main thread)" if tid == self.pid else
-                    "data prefetch" if name == "caffe-prefetch" else
-                    "LMDB read-ahead" if name.startswith("lmdb-read") else "other threads")
+            role = (SOLVER if tid == self.pid else PREFETCH if name == "caffe-prefetch" else
+                    READ_AHEAD if name.startswith("lmdb-read") else OTHER)
             roles[role] = round(roles.get(role, 0.0) + seconds, 3)
         return {"read_bytes": io.get("read_bytes"), "read_chars": io.get("rchar"),
                 "cpu_seconds": round(cpu, 3), "thread_cpu_seconds": roles,

@@ -10,7 +10,6 @@ import argparse
 import json
 import os
 import sys
-from dataclasses import fields
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -28,8 +27,7 @@ def rederive(d, results):
     if not log.is_file() or record.revised == REVISION:
         return None
     parsed = caffe_log.parse(log.read_text(errors="replace"))
-    known = {f.name for f in fields(accelerators.Compute)}
-    compute = accelerators.Compute(**{k: v for k, v in (record.compute or {"mode": "cpu"}).items() if k in known})
+    compute = accelerators.Compute.from_dict(record.compute)
     timed = caffe_log.timing(parsed, compute, record.iterations_setting)
     d = dict(d)
     if record.initial_test_seconds is None and timed["initial_test_seconds"] and record.startup_seconds is not None:

@@ -31,14 +31,12 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import toolchain  # noqa: E402
-from data_prep import backends, datasets  # noqa: E402
+from data_prep import backends, datasets, locations, options  # noqa: E402
 from data_prep.cache import CacheError  # noqa: E402
-from experiments import runner  # noqa: E402
+from experiments import machines, runner  # noqa: E402
 from experiments.accelerators import AcceleratorError, profiles  # noqa: E402
-from experiments.cgroup import PROFILES, CgroupError, Limits  # noqa: E402
+from experiments.cgroup import CgroupError, Limits  # noqa: E402
 from experiments.record import recorded  # noqa: E402
-
-PROFILE_ACCELERATOR = {"paper2016": "titanx2016"}  # the whole 2016 machine: its limits and its GPU
 
 
 def parser():
@@ -61,19 +59,11 @@ def parser():
     p.add_argument("--cpus", type=int, help="cores the training may use (cpuset)")
     p.add_argument("--riops", type=int, help="read IOPS limit on the data's disk")
     p.add_argument("--rbps", type=int, help="read bytes/s limit on the data's disk")
-    p.add_argument("--profile", choices=list(PROFILES),
-                   help="emulate a whole machine: paper2016 = 8 cores, 16 GiB, an HDD's 150 read IOPS and "
-                        "600 MB/s, and the paper's Titan X (emulated) unless a GPU is used")
-    net = p.add_argument_group("data on a server (redis)")
-    net.add_argument("--rtt", help="round trip between Caffe and the servers, e.g. 10ms, added by a delay "
-                     "proxy on loopback (default: none, direct)")
-    net.add_argument("--prefetch-depth", type=int, help="requests Caffe keeps in flight (DataParameter "
-                     "prefetch_depth; Caffe's default 128; 1: one request per round trip)")
-    net.add_argument("--out-of-order", action="store_true", help="hand records to the net in arrival "
-                     "order, not key order (DataParameter out_of_order)")
-    p.add_argument("--lmdb-read", choices=backends.get("lmdb").read_paths,
-                   help="how Caffe reads an LMDB (DataParameter lmdb_read): mmap, its own memory-mapped cursor "
-                        "(default), or coalesced, a thread reading records ahead in large pread()s (LMDBIO)")
+    p.add_argument("--profile", choices=list(machines.PROFILES),
+                   help="emulate a whole machine (experiments/machines.py): " +
+                        "; ".join(f"{m.name} = {m.summary}" for m in machines.PROFILES.values()))
+    options.add_groups(p, list(backends.REGISTRY.values()), "reading from {name} ({label}): DataParameter fields")
+    options.add_groups(p, list(locations.REGISTRY.values()), "data on a {name}")
     p.add_argument("--concurrent", type=int, default=1, metavar="N",
                    help="N training processes on the same artifact at once, each its own accelerator "
                         "(emulated, or the same GPU); each is recorded, with the group's makespan and "
@@ -112,55 +102,39 @@ def compute_choice(a):
         return gpu, None if a.accelerator == "none" else a.accelerator
     if a.cpu or gpu >= 0:
         return gpu, None
-    return gpu, PROFILE_ACCELERATOR.get(a.profile, "h100")
+    return gpu, machines.get(a.profile).accelerator if a.profile else "h100"
 
 
 def _same_setup(r, limits, accelerator, iters, reading, concurrent):
+    """Whether record r ran the setup asked: reading = (its read options, its location options)."""
     c = r.compute or {}
-    rtt, read_options = reading
+    read_options, location_options = reading
+    reached = locations.get(backends.get(r.backend).location).options_of(r.location)
     return (r.iterations_setting == iters and Limits.from_record(r.limits).as_dict() == limits.as_dict()
             and (c.get("accelerator") if c.get("mode") == "emulated" else None) == accelerator
-            and (r.location or {}).get("rtt_ms_asked") == rtt and (r.read_options or {}) == read_options
+            and reached == location_options and (r.read_options or {}) == read_options
             and (r.concurrent or {}).get("solvers", 1) == concurrent)
 
 
-READ_FLAGS = {"prefetch_depth": "--prefetch-depth", "out_of_order": "--out-of-order", "lmdb_read": "--lmdb-read"}
-
-
 def read_choice(a):
-    """(round trip in ms or None, DataParameter read options) from the flags."""
-    from data_prep.redis_cluster import parse_ms
-    rtt = parse_ms(a.rtt) if a.rtt else None
-    options = {}
-    if a.prefetch_depth is not None:
-        if a.prefetch_depth < 1:
-            raise datasets.SourceError("--prefetch-depth must be at least 1")
-        options["prefetch_depth"] = a.prefetch_depth
-    if a.out_of_order:
-        options["out_of_order"] = True
-    if a.lmdb_read:
-        options["lmdb_read"] = a.lmdb_read
-    return rtt, options
+    """({read option: value}, {location option: value}) set on the command line, checked."""
+    return (options.chosen(a, list(backends.REGISTRY.values())),
+            options.chosen(a, list(locations.REGISTRY.values())))
 
 
 def _read_for(backend, reading):
-    """The flags that apply to this backend: a round trip only to a server, its own read options."""
-    rtt, options = reading
+    """The options that apply to this backend: its reader's, and those of its location."""
     b = backends.get(backend)
-    return (rtt if b.location != "local" else None), {k: v for k, v in options.items() if k in b.read_options}
+    return options.for_owner(b, reading[0]), options.for_owner(locations.get(b.location), reading[1])
 
 
 def _check_read_flags(cells, reading):
-    """A flag that applies to none of the chosen backends is an error, not silently ignored."""
-    rtt, options = reading
+    """An option that applies to none of the chosen backends is an error, not silently ignored."""
     chosen = [backends.get(b) for b in {b for b, _, _ in cells}]
-    if rtt is not None and all(b.location == "local" for b in chosen):
-        raise datasets.SourceError("--rtt applies to data on a server (backends: "
-                                   f"{', '.join(n for n, b in backends.REGISTRY.items() if b.location != 'local')})")
-    for option in options:
-        if not any(option in b.read_options for b in chosen):
-            raise datasets.SourceError(f"{READ_FLAGS[option]} applies to backends "
-                                       f"{', '.join(n for n, b in backends.REGISTRY.items() if option in b.read_options)}")
+    options.check_applies(reading[0], list(backends.REGISTRY.values()), chosen)
+    remote = ", ".join(n for n, b in backends.REGISTRY.items() if locations.get(b.location).options)
+    options.check_applies(reading[1], list(locations.REGISTRY.values()), [locations.get(b.location) for b in chosen],
+                          words="data on a {names} (backends: " + remote + ")")
 
 
 def _stop(signum, frame):
@@ -194,9 +168,10 @@ def main(argv=None):
             if (backend, cache_state, repeat) in done and not a.again:
                 print(f"{a.dataset} {backend} {cache_state} #{repeat}: already recorded", file=sys.stderr)
                 continue
-            rtt, read_options = _read_for(backend, reading)
+            read_options, location_options = _read_for(backend, reading)
             spec = runner.RunSpec(a.dataset, backend, cache_state, repeat, a.iters, a.test_interval,
-                                  rtt_ms=rtt, read_options=read_options, concurrent=a.concurrent,
+                                  read_options=read_options, location_options=location_options,
+                                  concurrent=a.concurrent,
                                   gpu=gpu, accelerator=accelerator, data_root=Path(a.data), results=Path(a.out),
                                   limits=limits, cold_fallback=a.cold_fallback, seed=a.seed,
                                   plan={"position": position, "cells": len(cells), "order": "interleaved"},

@@ -4,14 +4,14 @@ state, with the system monitor on, recorded as one Record (experiments/record.py
 A run's files: RESULTS/DATASET/runs/RUN_ID/{train,test,solver}.prototxt, caffe.log,
 monitor.csv; its record is appended to RESULTS/DATASET/records.jsonl when the run finished,
 ok or failed (a failed run keeps its log); an interrupted run leaves its folder but no record.
+The steps: resolve the spec into a Run (the artifact, its location, the compute, the solver),
+set the cache, start the monitor and the training processes (experiments.training), record.
 """
 import fcntl
-import json
 import os
 import platform
 import signal
 import subprocess
-import sys
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -22,8 +22,12 @@ import psutil
 
 import toolchain
 from data_prep import backends, cache, datasets, locations
-from experiments import accelerators, caffe_log, cgroup, proctrack
+from data_prep import manifest as manifest_file
+from experiments import accelerators, caffe_log, cgroup
 from experiments.record import Record, append
+from experiments.training import Progress, train_all
+from models.nets import SolverSettings, write_net_files
+from monitor.summary import summarize as summarize_monitor
 
 ROOT = toolchain.ROOT
 LOCK = Path(os.environ.get("IMGSTORE_LOCK", "/tmp/imgstore-run.lock"))
@@ -53,39 +57,30 @@ class RunSpec:
     plan: dict = None                # position in the matrix's interleaved order
     iterations_reason: str = None    # why iters differ from the stock solver, if chosen for the user
     progress: bool = True            # a progress line on stderr while Caffe trains
-    rtt_ms: float = None             # round trip to a server location (delay proxy); None: direct
-    read_options: dict = field(default_factory=dict)  # DataParameter fields for the backend (redis, lmdb)
+    read_options: dict = field(default_factory=dict)  # the backend's reader options (Backend.options)
+    location_options: dict = field(default_factory=dict)  # how its location is reached (Location.options)
     concurrent: int = 1              # training processes on the same artifact at once
 
 
-def test_interval_for(max_iter, wanted):
-    """The largest interval <= wanted that divides max_iter, so that Caffe's last test pass
-    runs at the last iteration (Caffe tests after the loop only when it divides)."""
-    wanted = max(1, min(wanted, max_iter))
-    return next(i for i in range(wanted, 0, -1) if max_iter % i == 0)
+@dataclass
+class Run:
+    """A spec resolved: what every step of one run works on."""
+    spec: RunSpec
+    dataset: object                  # data_prep.datasets.Dataset
+    backend: object                  # data_prep.backends.Backend
+    dest: Path                       # the artifact
+    manifest: object                 # its data_prep.manifest.Manifest
+    compute: object                  # experiments.accelerators.Compute
+    settings: SolverSettings
+    group_id: str
+    run_ids: list
+    log: callable
+    location: object = None          # data_prep.locations.Location, open while the run is
+    group: object = None             # its cgroup, if limits were asked
 
-
-def write_net_files(spec, run_dir, dataset, backend, dest, compute):
-    import caffe
-    from models.nets import net_proto, solver_text
-    model = dataset.model
-    unknown = set(spec.read_options) - set(backend.read_options)
-    if unknown:
-        raise RunError(f"{backend.name} takes no read option {', '.join(sorted(unknown))}")
-    layer = backend.data_layer(dest, dataset, dest.parent / "mean.binaryproto", spec.read_options)
-    emulated = compute.emulated
-    test_emulated = (compute.test_ms_per_iteration, 0.0) if emulated else None
-    for phase, name, phase_emulated in [(caffe.TRAIN, "train", emulated), (caffe.TEST, "test", test_emulated)]:
-        (run_dir / f"{name}.prototxt").write_text(str(net_proto(model, layer, phase, emulated=phase_emulated,
-                                                                host_copies=compute.host_copies)))
-    test_count = json.loads((dest / "manifest.json").read_text())["splits"]["test"]["count"]
-    test_iter = spec.test_iter or min(model.solver.test_iter, max(1, test_count // model.test_batch))
-    max_iter = spec.iters or model.solver.max_iter
-    test_interval = test_interval_for(max_iter, spec.test_interval or model.solver.test_interval)
-    (run_dir / "solver.prototxt").write_text(solver_text(
-        model, run_dir / "train.prototxt", run_dir / "test.prototxt", run_dir / "snapshot",
-        gpu=spec.gpu >= 0, max_iter=max_iter, test_iter=test_iter, test_interval=test_interval, seed=spec.seed))
-    return max_iter, test_iter
+    @property
+    def run_dirs(self):
+        return [Path(self.spec.results) / self.dataset.name / "runs" / run_id for run_id in self.run_ids]
 
 
 def environment():
@@ -122,27 +117,6 @@ def _gpu_info():
         return {"gpu_model": None}
 
 
-def summarize_monitor(csv_path):
-    import csv
-    with open(csv_path) as f:
-        rows = list(csv.DictReader(f))
-    out = {"samples": len(rows)}
-    for col in ["cpu_user", "cpu_system", "cpu_iowait", "cpu_idle", "mem_used_bytes", "mem_cached_bytes",
-                "gpu_util", "gpu_mem_used_bytes"]:
-        vals = [float(r[col]) for r in rows if r.get(col) not in (None, "")]
-        if vals:
-            out[f"{col}_mean"] = sum(vals) / len(vals)
-            out[f"{col}_peak"] = max(vals)
-    for col in ["read_bytes", "read_requests", "net_recv_bytes"]:
-        out[f"{col}_total"] = sum(float(r.get(col) or 0) for r in rows) if rows else 0
-    self_path = Path(str(csv_path) + ".self.json")
-    if self_path.exists():
-        me = json.loads(self_path.read_text())
-        out["monitor_cpu_fraction_of_core"] = me["cpu_seconds"] / max(me["wall_seconds"], 1e-9)
-        out["monitor_startup_cpu_seconds"] = me.get("startup_cpu_seconds")
-    return out
-
-
 def run(spec, log=print):
     """Run one cell of the matrix with one solver; return its Record (also appended to records.jsonl)."""
     if spec.concurrent != 1:
@@ -162,116 +136,79 @@ def run_group(spec, log=print):
         return _run_locked(spec, log)
 
 
-def _run_locked(spec, log):
+def _resolve(spec, log, gpu_model=None):
     # Caffe runs in the run's folder: every path it is given must be absolute
     spec.data_root, spec.results = Path(spec.data_root).resolve(), Path(spec.results).resolve()
     dataset, backend = datasets.get(spec.dataset), backends.get(spec.backend)
     dest = Path(spec.data_root) / dataset.name / backend.name
-    if not (dest / "manifest.json").exists():
+    manifest = manifest_file.load(dest)
+    if manifest is None:
         raise RunError(f"{dest}: no complete artifact (run data_prep/prepare.py {dataset.name} {backend.name})")
-    env = environment()
+    backend.layer_options(spec.read_options)  # an option the backend does not declare stops here
     compute = (accelerators.choose(spec.accelerator, dataset.model, spec.gpu) if spec.accelerator
-               else accelerators.real(dataset.model, spec.gpu, env.get("gpu_model")))
+               else accelerators.real(dataset.model, spec.gpu, gpu_model))
+    settings = SolverSettings.of(dataset.model, manifest.splits["test"].count, spec.iters, spec.test_iter,
+                                 spec.test_interval, gpu=spec.gpu >= 0, seed=spec.seed)
     group_id = time.strftime("%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:6]
     run_ids = [group_id] if spec.concurrent == 1 else [f"{group_id}-s{i}" for i in range(spec.concurrent)]
-    run_dirs = [Path(spec.results) / dataset.name / "runs" / run_id for run_id in run_ids]
-    for run_dir in run_dirs:
+    return Run(spec, dataset, backend, dest, manifest, compute, settings, group_id, run_ids, log)
+
+
+def _write_run_folders(run):
+    layer = run.backend.data_layer(run.dest, run.dataset, run.dest.parent / "mean.binaryproto", run.spec.read_options)
+    for run_dir in run.run_dirs:
         run_dir.mkdir(parents=True)
-        max_iter, test_iter = write_net_files(spec, run_dir, dataset, backend, dest, compute)
-    location = locations.of(backend, dest, spec.rtt_ms)
+        write_net_files(run_dir, run.dataset.model, layer, run.settings, run.compute)
+
+
+def _run_locked(spec, log):
+    env = environment()
+    run = _resolve(spec, log, env.get("gpu_model"))
+    _write_run_folders(run)
+    run.location = locations.of(run.backend, run.dest, spec.location_options)
     # limits first: a run refused for them must not have flushed the page cache; the read
     # limits wait until the cache is set (cgroup.Group.limit_reads)
-    group = cgroup.create(spec.limits, group_id, location, limit_reads_now=False) if spec.limits.any() else None
+    run.group = (cgroup.create(spec.limits, run.group_id, run.location, limit_reads_now=False)
+                 if spec.limits.any() else None)
     try:
-        trainings, how, resident, monitor = _train(spec, run_dirs, dataset, backend, dest, location, compute,
-                                                   max_iter, group, log)
-        manifest = json.loads((dest / "manifest.json").read_text())
-        shared = dict(  # what every solver of the run shares, measured once
-            dataset=dataset.name, backend=backend.name, cache=spec.cache, repeat=spec.repeat,
-            cache_method=how, cache_resident_fraction=round(resident, 4),
-            cache_resident_fraction_after=_rounded(location.resident_fraction(), 4),
-            iterations_setting=spec.iters, iterations_reason=spec.iterations_reason,
-            compute=compute.as_dict(), gpu_id=spec.gpu,
-            source=manifest["source"], source_fingerprint=manifest["source_fingerprint"],
-            artifact_footprint=manifest["footprint"], train_footprint=manifest["splits"]["train"]["footprint"],
-            location=location.describe(), read_options=spec.read_options or None,
-            limits=dict(spec.limits.as_dict(), cgroup=group.version if group else None,
-                        applied=group.applied if group else None),
-            monitor=monitor, plan=spec.plan, environment=env)
-        together = ({"group": group_id, "solvers": spec.concurrent,
+        trainings, how, resident, monitor = _train(run)
+        shared = _shared_fields(run, how, resident, monitor, env)
+        together = ({"group": run.group_id, "solvers": spec.concurrent,
                      "makespan_seconds": round(max(t.wall for t in trainings), 3),
                      "device_read_bytes": monitor.get("read_bytes_total")} if spec.concurrent > 1 else None)
-        return [_record(spec, run_id, t, shared, compute, (max_iter, test_iter), dict(together, member=i) if together else None, log)
-                for i, (run_id, t) in enumerate(zip(run_ids, trainings))]
+        return [_record(run, run_id, t, shared, dict(together, member=i) if together else None)
+                for i, (run_id, t) in enumerate(zip(run.run_ids, trainings))]
     finally:
-        location.close()
-        if group:
-            group.remove()
+        run.location.close()
+        if run.group:
+            run.group.remove()
 
 
-class Training:
-    """One Caffe training process, its log in its run folder, watched until it exits."""
-
-    def __init__(self, cmd, run_dir, env, group):
-        self.cmd, self.run_dir, self.started = cmd, run_dir, time.time()
-        self.log = open(run_dir / "caffe.log", "w")
-        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT, cwd=run_dir, env=env,
-                                     preexec_fn=group.enter if group else None)
-        self.tracker = proctrack.Tracker(self.proc.pid)
-        self.process, self.returncode, self.wall = {}, None, None
-        self.reads_at = {}  # phase -> the process's read bytes when its log first showed it (caffe_log.phases_begun)
-        self._log_read_to = 0
-
-    def finished(self, timeout):
-        """Samples its threads; True once it has exited (then its counters are read, it is reaped)."""
-        if self.returncode is not None:
-            return True
-        self.tracker.sample()
-        self._mark_phases()
-        if not self.tracker.wait(timeout):
-            return False
-        self.process = dict(self.tracker.summary(), **self._reads_by_phase())
-        self.returncode = self.proc.wait()
-        self.wall = self.tracker.ended_at - self.started
-        self.log.close()
-        return True
-
-    def _mark_phases(self):
-        if "training" in self.reads_at:
-            return
-        with open(self.run_dir / "caffe.log", "rb") as f:
-            f.seek(self._log_read_to)
-            chunk = f.read()
-        complete = chunk.rfind(b"\n") + 1  # a half-written line waits for the next look
-        self._log_read_to += complete
-        for phase in caffe_log.phases_begun(chunk[:complete].decode(errors="replace")):
-            self.reads_at.setdefault(phase, self.tracker.read_bytes())
-
-    def _reads_by_phase(self):
-        """The process's reads split at the initial test pass and the first iteration, as sampled
-        (every 0.5 s): before the test pass (libraries, net set-up, opening the data), the test
-        pass at iteration 0, and training. {} when the log never showed training."""
-        total, train = self.tracker.read_bytes(), self.reads_at.get("training")
-        if total is None or train is None:
-            return {}
-        test = self.reads_at.get("initial test", train)
-        return {"read_bytes_before_test": test, "read_bytes_initial_test": train - test,
-                "read_bytes_training": total - train}
-
-    def kill(self):
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
-        self.log.close()
+def _shared_fields(run, how, resident, monitor, env):
+    """What every solver of the run shares, measured once."""
+    spec, group, manifest = run.spec, run.group, run.manifest
+    return dict(
+        dataset=run.dataset.name, backend=run.backend.name, cache=spec.cache, repeat=spec.repeat,
+        cache_method=how, cache_resident_fraction=round(resident, 4),
+        cache_resident_fraction_after=_rounded(run.location.resident_fraction(), 4),
+        iterations_setting=spec.iters, iterations_reason=spec.iterations_reason,
+        compute=run.compute.as_dict(), gpu_id=spec.gpu,
+        source=manifest.source, source_fingerprint=manifest.source_fingerprint,
+        artifact_footprint=manifest.footprint, train_footprint=manifest.splits["train"].footprint,
+        location=run.location.describe(), read_options=spec.read_options or None,
+        limits=dict(spec.limits.as_dict(), cgroup=group.version if group else None,
+                    applied=group.applied if group else None),
+        monitor=monitor, plan=spec.plan, environment=env)
 
 
-def _train(spec, run_dirs, dataset, backend, dest, location, compute, max_iter, group, log):
+def _train(run):
     """Sets the cache, then trains one process per run folder at once, with the monitor on.
     Returns (trainings, how the cache was set, resident fraction, the monitor's summary)."""
+    spec, group, location = run.spec, run.group, run.location
     how, resident = location.set_cache(spec.cache, spec.cold_fallback, group)
     python_path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
     child_env = dict(os.environ, GLOG_logtostderr="1", GLOG_minloglevel="0", PYTHONPATH=python_path)
-    warmup = backend.program_warmup() if spec.cache == "warm" else None
+    warmup = run.backend.program_warmup() if spec.cache == "warm" else None
     if warmup:
         _warm_program(warmup, child_env, group)
         how += ", the training program loaded once"
@@ -279,31 +216,24 @@ def _train(spec, run_dirs, dataset, backend, dest, location, compute, max_iter, 
         group.limit_reads()
     held = (f"{resident:.1%} of {len(location.files)} files resident" if location.files
             else "every record in the servers' memory")
-    solvers = f", {len(run_dirs)} solvers at once" if len(run_dirs) > 1 else ""
-    log(f"{dataset.name} {backend.name} {spec.cache} #{spec.repeat}: cache made {spec.cache} by {how}, "
-        f"{held}; compute: {_compute_words(compute)}{solvers}")
+    solvers = f", {len(run.run_ids)} solvers at once" if len(run.run_ids) > 1 else ""
+    run.log(f"{run.dataset.name} {run.backend.name} {spec.cache} #{spec.repeat}: cache made {spec.cache} by "
+            f"{how}, {held}; compute: {_compute_words(run.compute)}{solvers}")
+    monitor_csv = run.run_dirs[0] / "monitor.csv"  # machine-wide: one for the group
     device = location.block_device()
-    monitor_csv = run_dirs[0] / "monitor.csv"  # machine-wide: one for the group
     monitor = subprocess.Popen([str(toolchain.PYTHON), str(ROOT / "monitor" / "sampler.py"), str(monitor_csv),
                                 "--interval", str(spec.monitor_interval)] + (["--device", device] if device else []),
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    trainings = []
     try:
-        for run_dir in run_dirs:
-            trainings.append(Training(backend.train_command(run_dir / "solver.prototxt", dest, dataset, spec.gpu),
-                                      run_dir, child_env, group))
-        progress = Progress(run_dirs[0] / "caffe.log", max_iter, dataset.model.batch, spec.progress)
-        while not all([t.finished(0.5 / len(trainings)) for t in trainings]):  # a list: every one is looked at
-            progress.show()
-        progress.done()
-    except BaseException:  # Ctrl-C, kill: no record, no orphan
-        for t in trainings:
-            t.kill()
-        raise
+        commands = [(run.backend.train_command(run_dir / "solver.prototxt", run.dest, run.dataset, spec.gpu), run_dir)
+                    for run_dir in run.run_dirs]
+        progress = Progress(run.run_dirs[0] / "caffe.log", run.settings.max_iter, run.dataset.model.batch,
+                            spec.progress)
+        trainings = train_all(commands, child_env, group, progress)
     finally:
         monitor.send_signal(signal.SIGTERM)
         monitor.wait()
-        for run_dir in run_dirs:  # trained weights are no result here (CaffeNet: 240 MB)
+        for run_dir in run.run_dirs:  # trained weights are no result here (CaffeNet: 240 MB)
             for f in run_dir.glob("snapshot_iter_*"):
                 f.unlink()
     return trainings, how, resident, summarize_monitor(monitor_csv)
@@ -321,14 +251,13 @@ def _warm_program(cmd, env, group):
                        f"{p.stderr.strip()[-500:]}")
 
 
-def _record(spec, run_id, training, shared, compute, solver_settings, concurrent, log):
-    """One solver's Record, from its log and process, with the run's shared fields; appended.
-    solver_settings: (max_iter, test_iter) as written, for a log that does not say them."""
-    rc, run_dir = training.returncode, training.run_dir
+def _record(run, run_id, training, shared, concurrent):
+    """One solver's Record, from its log and process, with the run's shared fields; appended."""
+    rc, run_dir, spec = training.returncode, training.run_dir, run.spec
     parsed = caffe_log.parse((run_dir / "caffe.log").read_text(errors="replace"))
     first = parsed["first_iteration_at"]
     started = datetime.fromtimestamp(training.started)
-    timed = caffe_log.timing(parsed, compute, *solver_settings)
+    timed = caffe_log.timing(parsed, run.compute, run.settings.max_iter, run.settings.test_iter)
     au = timed.pop("au")
     record = Record(
         run_id=run_id, **shared, status="ok" if rc == 0 and parsed["done"] else "failed", returncode=rc,
@@ -342,65 +271,24 @@ def _record(spec, run_id, training, shared, compute, solver_settings, concurrent
         command=training.cmd, process=training.process,
         run_dir=str(run_dir.relative_to(spec.results)), finished=time.strftime("%Y-%m-%dT%H:%M:%S"))
     append(Path(spec.results) / shared["dataset"] / "records.jsonl", record)
+    _report(run, record, training, parsed, au, concurrent)
+    return record
+
+
+def _report(run, record, training, parsed, au, concurrent):
     au_text = f", AU {au:.1%}" if au is not None else ""
     over = record.data_over_cache_room() or 0
     room_text = (f", train data {over:.1f}x the {record.cache_room_bytes() / 2**30:.2f} GiB the memory limit "
                  "leaves for the page cache" if over >= 1 else "")
     who = f"  solver {concurrent['member']}:" if concurrent else " "
-    log(f"{who} {record.status}: {training.wall:.1f} s wall, start-up {record.startup_seconds} s, solver "
-        f"{parsed['solver_seconds']} s{au_text}, test accuracy {parsed['test_accuracy']} at iteration "
-        f"{parsed['test_iteration']}{room_text}")
+    run.log(f"{who} {record.status}: {training.wall:.1f} s wall, start-up {record.startup_seconds} s, solver "
+            f"{parsed['solver_seconds']} s{au_text}, test accuracy {parsed['test_accuracy']} at iteration "
+            f"{parsed['test_iteration']}{room_text}")
     if record.status != "ok":
-        log(f"  the run failed (exit {rc}); its log: {run_dir / 'caffe.log'}")
-    return record
+        run.log(f"  the run failed (exit {record.returncode}); its log: {training.run_dir / 'caffe.log'}")
 
 
 def _compute_words(compute):
     if compute.mode == "emulated":
         return f"emulated {compute.accelerator}, {compute.ms_per_iteration} ms per iteration (Caffe's data path is real)"
     return "real GPU" if compute.mode == "gpu" else "real CPU"
-
-
-class Progress:
-    """A line on stderr while Caffe trains: iteration, images/s, time left. Caffe's own log
-    goes to a file, so without this a long run would print nothing for hours."""
-
-    def __init__(self, log_path, max_iter, batch, enabled, every=None):
-        self.log_path, self.max_iter, self.batch = log_path, max_iter, batch
-        self.enabled, self.tty = enabled, sys.stderr.isatty()
-        self.every = every if every is not None else (0 if self.tty else 30)
-        self.start, self.last_shown, self.first = time.time(), 0.0, None
-        self.read_to, self.iteration = 0, None  # how far the log was read; the last iteration in it
-
-    def _new_iteration(self):
-        """The last iteration in what Caffe wrote since the last look (the log is read once)."""
-        with open(self.log_path, "rb") as f:
-            f.seek(self.read_to)
-            chunk = f.read()
-        complete = chunk.rfind(b"\n") + 1  # a half-written line waits for the next look
-        self.read_to += complete
-        found = caffe_log.last_iteration(chunk[:complete].decode(errors="replace"))
-        self.iteration = found if found is not None else self.iteration
-        return self.iteration
-
-    def show(self):
-        if not self.enabled or time.time() - self.last_shown < max(self.every, 1.0):
-            return
-        it = self._new_iteration()
-        now = time.time()
-        if it is None:
-            line = f"    starting ({now - self.start:.0f} s)"
-        else:
-            if self.first is None:
-                self.first = (now, it)
-            t0, i0 = self.first
-            rate = (it - i0) / (now - t0) if now > t0 and it > i0 else None
-            left = f", ~{(self.max_iter - it) / rate:.0f} s left" if rate else ""
-            speed = f", {rate * self.batch:,.0f} images/s" if rate else ""
-            line = f"    iteration {it}/{self.max_iter}{speed}{left}"
-        print(("\r" + line.ljust(72)) if self.tty else line, end="" if self.tty else "\n", file=sys.stderr, flush=True)
-        self.last_shown = now
-
-    def done(self):
-        if self.enabled and self.tty and self.last_shown:
-            print("\r" + " " * 72 + "\r", end="", file=sys.stderr, flush=True)

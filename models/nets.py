@@ -235,3 +235,45 @@ def solver_text(model, train_net, test_net, snapshot_prefix, gpu, max_iter=None,
 def count_params(net):
     """Learned parameters of a pycaffe Net (weights and biases of every layer)."""
     return sum(blob.data.size for blobs in net.params.values() for blob in blobs)
+
+
+@dataclass(frozen=True)
+class SolverSettings:
+    """A run's solver, as written: the stock one's unless shortened (tests, quick matrices)."""
+    max_iter: int
+    test_iter: int
+    test_interval: int
+    gpu: bool = False
+    seed: int = None
+
+    @classmethod
+    def of(cls, model, test_count, iters=None, test_iter=None, test_interval=None, gpu=False, seed=None):
+        """test_count: test images the artifact holds (the test passes read no more); the test
+        interval is made to divide max_iter so that the last test runs at the last iteration."""
+        max_iter = iters or model.solver.max_iter
+        return cls(max_iter=max_iter,
+                   test_iter=test_iter or min(model.solver.test_iter, max(1, test_count // model.test_batch)),
+                   test_interval=dividing_interval(max_iter, test_interval or model.solver.test_interval),
+                   gpu=gpu, seed=seed)
+
+
+def dividing_interval(max_iter, wanted):
+    """The largest interval <= wanted that divides max_iter, so that Caffe's last test pass
+    runs at the last iteration (Caffe tests after the loop only when it divides)."""
+    wanted = max(1, min(wanted, max_iter))
+    return next(i for i in range(wanted, 0, -1) if max_iter % i == 0)
+
+
+def write_net_files(run_dir, model, data_layer, settings, compute):
+    """train.prototxt, test.prototxt and solver.prototxt of one run in run_dir. compute: what
+    trains (experiments.accelerators.Compute): emulated nets replace the body by its time."""
+    train_emulated = compute.emulated
+    test_emulated = (compute.test_ms_per_iteration, 0.0) if compute.emulated else None
+    for phase, name, emulated in [(caffe.TRAIN, "train", train_emulated), (caffe.TEST, "test", test_emulated)]:
+        (run_dir / f"{name}.prototxt").write_text(str(net_proto(model, data_layer, phase, emulated=emulated,
+                                                                host_copies=compute.host_copies)))
+    (run_dir / "solver.prototxt").write_text(solver_text(
+        model, run_dir / "train.prototxt", run_dir / "test.prototxt", run_dir / "snapshot", gpu=settings.gpu,
+        max_iter=settings.max_iter, test_iter=settings.test_iter, test_interval=settings.test_interval,
+        seed=settings.seed))
+

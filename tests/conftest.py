@@ -23,6 +23,12 @@ def caffe_tool(name):
         pytest.fail(f"{e} (make test does it)")
 
 
+def local_backends():
+    """The registered backends whose artifact is a folder on this machine (no server)."""
+    from data_prep import backends, locations
+    return [n for n, b in backends.REGISTRY.items() if b.location == locations.LocalFolder.name]
+
+
 @pytest.fixture(scope="session")
 def data_root(tmp_path_factory):
     return tmp_path_factory.mktemp("data")
@@ -40,9 +46,9 @@ def mnist_small(data_root):
 
 @pytest.fixture(scope="session")
 def cifar_small(data_root):
-    """The CIFAR-10 stand-in, 400 train + 200 test images, in all six backends."""
+    """The CIFAR-10 stand-in, 400 train + 200 test images, in every local backend."""
     from data_prep import build
-    build.prepare("cifar10", ["lmdb", "leveldb", "hdf5", "images", "pymem", "cppmem"], data_root,
+    build.prepare("cifar10", local_backends(), data_root,
                   count=400, progress=False, log=lambda *_: None)
     return data_root / "cifar10"
 

@@ -8,6 +8,7 @@ import pytest
 
 from analysis import report
 from conftest import ROOT
+from data_prep import datasets
 from experiments import runner
 
 PY = str(ROOT / ".venv" / "bin" / "python")
@@ -55,18 +56,42 @@ def test_report_on_no_records_says_so(tmp_path):
     assert p.returncode == 1 and "no successful run records" in p.stderr
 
 
-@pytest.mark.parametrize("name", ["overview", "mnist", "cifar10", "imagenet"])
-def test_notebooks_execute_headless(name, tiny_results, tmp_path, monkeypatch):
+def execute_notebook(name, results, out, monkeypatch, dataset=None):
+    """Runs analysis/NAME.ipynb headless on `results`; returns its outputs (none an error)."""
     import nbformat
     from nbclient import NotebookClient
     nb = nbformat.read(ROOT / "analysis" / f"{name}.ipynb", as_version=4)
-    monkeypatch.setenv("IMGSTORE_RESULTS", str(tiny_results))
-    monkeypatch.setenv("IMGSTORE_REPORT", str(tmp_path))
+    monkeypatch.setenv("IMGSTORE_RESULTS", str(results))
+    monkeypatch.setenv("IMGSTORE_REPORT", str(out))
+    if dataset:
+        monkeypatch.setenv("IMGSTORE_DATASET", dataset)
     NotebookClient(nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(ROOT / "analysis")}}).execute()
     outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])]
     assert not [o for o in outputs if o.get("output_type") == "error"]
-    if name in ("mnist", "overview"):
-        assert any("image/png" in o.get("data", {}) or "text/markdown" in o.get("data", {}) for o in outputs)
+    return outputs
+
+
+def test_overview_notebook_executes_headless(tiny_results, tmp_path, monkeypatch):
+    outputs = execute_notebook("overview", tiny_results, tmp_path, monkeypatch)
+    assert any("text/markdown" in o.get("data", {}) for o in outputs)
+
+
+COMMITTED = ROOT / "results" / "ci-2core-paper2016-calibrated"  # every dataset of the paper, one machine
+
+
+@pytest.mark.parametrize("dataset", list(datasets.REGISTRY))
+def test_the_dataset_notebook_draws_each_dataset(dataset, tmp_path, monkeypatch):
+    if not (COMMITTED / dataset / "records.jsonl").exists():
+        pytest.skip(f"no committed {dataset} records in {COMMITTED}")
+    outputs = execute_notebook("dataset", COMMITTED, tmp_path, monkeypatch, dataset)
+    assert sum("image/png" in o.get("data", {}) for o in outputs) >= 2  # time and resources
+    assert list(tmp_path.glob(f"fig_time_{dataset}_*.png"))
+    text = "".join(o.get("text", "") for o in outputs)
+    assert f"no {dataset} records yet" not in text and ": paper " in text  # the paper's findings, ours beside
+
+
+def test_the_committed_records_hold_every_dataset_of_the_paper():
+    assert all((COMMITTED / d / "records.jsonl").exists() for d in ["mnist", "cifar10", "imagenet"])
 
 
 def test_reference_numbers_appear_in_the_papers_text():

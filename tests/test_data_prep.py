@@ -8,7 +8,7 @@ import subprocess
 import numpy as np
 import pytest
 
-from conftest import ROOT, caffe_tool, run
+from conftest import ROOT, caffe_tool, local_backends, run
 from data_prep import backends, build
 from data_prep.backends import datum
 from data_prep.backends.lmdb_store import raw_items
@@ -16,7 +16,7 @@ from data_prep import datasets
 from data_prep.datasets.mnist import FASHION_MNIST_DIR
 from data_prep.errors import SourceError
 
-ALL = ["lmdb", "leveldb", "hdf5", "images", "pymem", "cppmem"]
+ALL = local_backends()  # the registry's, reference (lmdb) first
 
 
 def lmdb_items(path):
@@ -249,7 +249,7 @@ def test_leveldb_is_left_as_caffe_will_find_it(tmp_path):
     manifest = build.load_manifest(tmp_path / "mnist", "leveldb")
     plyvel.DB(str(art / "train_leveldb")).close()
     reopened = backends.get("leveldb").footprint(art, "train")
-    recorded = manifest["splits"]["train"]["footprint"]
+    recorded = manifest.splits["train"].footprint
     assert abs(reopened["apparent_bytes"] - recorded["apparent_bytes"]) < 1024  # LevelDB's info LOG grows
 
 
@@ -307,7 +307,7 @@ def test_a_full_disk_fails_clearly_and_keeps_nothing(tmp_path):
 
 def test_footprint_counts_files_and_bytes(mnist_small):
     m = build.load_manifest(mnist_small, "images")
-    assert m["footprint"]["files"] == 640 + 640 + 2  # PNGs of both splits + two list files
-    assert m["footprint"]["allocated_bytes"] >= m["footprint"]["apparent_bytes"]
+    assert m.footprint["files"] == 640 + 640 + 2  # PNGs of both splits + two list files
+    assert m.footprint["allocated_bytes"] >= m.footprint["apparent_bytes"]
     m = build.load_manifest(mnist_small, "cppmem")
-    assert m["footprint"]["apparent_bytes"] == 2 * 24 + (640 + 640) * (784 * 4 + 4)
+    assert m.footprint["apparent_bytes"] == 2 * 24 + (640 + 640) * (784 * 4 + 4)

@@ -10,6 +10,7 @@ import pytest
 from conftest import ROOT
 from data_prep import backends, cache, datasets
 from experiments import accelerators, cgroup, run, runner
+from models.nets import dividing_interval
 
 PY = str(ROOT / ".venv" / "bin" / "python")
 
@@ -108,9 +109,9 @@ def test_cells_are_interleaved():
 
 
 def test_the_last_test_pass_runs_at_the_last_iteration():
-    assert runner.test_interval_for(10_000, 500) == 500
-    assert runner.test_interval_for(200, 500) == 200
-    assert runner.test_interval_for(250, 100) == 50
+    assert dividing_interval(10_000, 500) == 500
+    assert dividing_interval(200, 500) == 200
+    assert dividing_interval(250, 100) == 50
 
 
 def test_a_new_backend_appears_in_the_matrix_and_in_the_report(monkeypatch, tmp_path):

@@ -8,10 +8,12 @@ import time
 
 import pytest
 
+import toolchain
 from conftest import ROOT, run
 from data_prep import backends, cache
 from experiments import cgroup, runner
 from experiments.record import recorded
+from monitor.summary import summarize
 
 PY = str(ROOT / ".venv" / "bin" / "python")
 BACKENDS = list(backends.REGISTRY)
@@ -44,7 +46,7 @@ def test_each_backend_trains_through_the_runner(backend, mnist_small, results):
     assert 5 * 2**20 < r.process["peak_anon_bytes"] <= r.process["peak_rss_bytes"]
     if backends.get(backend).location == "local":
         assert r.location["kind"] == "local" and r.location["path"].endswith(f"mnist/{backend}")
-        from data_prep.locations import read_ahead_knob
+        from data_prep.disk import read_ahead_knob
         knob = read_ahead_knob(mnist_small)
         assert r.location["read_ahead_kb"] == (int(knob.read_text()) if knob.exists() else None)
     else:
@@ -121,7 +123,7 @@ def test_monitor_samples_cpu_memory_disk_and_measures_itself(tmp_path):
     time.sleep(1.5)
     p.send_signal(signal.SIGTERM)
     p.wait(timeout=10)
-    summary = runner.summarize_monitor(out)
+    summary = summarize(out)
     assert summary["samples"] >= 5
     assert 0 <= summary["cpu_idle_mean"] <= 100 and summary["mem_used_bytes_mean"] > 0
     assert "read_bytes_total" in summary
@@ -164,6 +166,17 @@ def test_paper2016_profile_sets_the_documented_limits_and_a_changed_one_is_not_t
     # records written before this check named the profile whatever was changed
     old = {"cpus": 8, "mem_bytes": 16 * 2**30, "riops": 1000, "rbps": 600 * 10**6, "profile": "paper2016"}
     assert cgroup.Limits.from_record(old).profile is None
+
+
+def test_a_machine_profile_brings_its_accelerator_unless_one_is_asked():
+    from experiments import run as run_py
+    if toolchain.cuda_built():
+        pytest.skip("with a CUDA build the real GPU trains")
+    args = run_py.parser().parse_args(["mnist", "lmdb", "warm", "--profile", "paper2016"])
+    assert run_py.compute_choice(args) == (-1, "titanx2016")
+    args = run_py.parser().parse_args(["mnist", "lmdb", "warm", "--profile", "paper2016", "--accelerator", "h100"])
+    assert run_py.compute_choice(args) == (-1, "h100")
+    assert run_py.compute_choice(run_py.parser().parse_args(["mnist", "lmdb", "warm"])) == (-1, "h100")
 
 
 def test_read_iops_limit_bites_under_this_machines_cgroup(mnist_small, tmp_path):

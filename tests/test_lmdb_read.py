@@ -133,4 +133,4 @@ def test_lmdb_read_for_a_backend_without_it_is_an_error(mnist_small, tmp_path):
     p = subprocess.run([sys.executable, str(ROOT / "experiments" / "run.py"), "mnist", "images", "warm",
                         "--lmdb-read", "coalesced", "--data", str(mnist_small.parent), "--out", str(tmp_path)],
                        capture_output=True, text=True)
-    assert p.returncode == 2 and "--lmdb-read applies to backends lmdb" in p.stderr
+    assert p.returncode == 2 and "--lmdb-read applies to lmdb only" in p.stderr

@@ -1,7 +1,6 @@
 """The Redis Cluster backend against a real 3-node cluster of redis-server processes, read by
 Caffe's own Data layer (caffe/patches/0012)."""
 import hashlib
-import json
 import os
 import signal
 import subprocess
@@ -84,14 +83,14 @@ def digests(batch_list):
 
 
 def test_redis_holds_the_lmdb_datum_bytes_key_by_key(redis_cifar, running):
+    from data_prep import build
     from data_prep.backends import lmdb_store, redis_store
     for phase in ("train", "test"):
         lmdb = list(lmdb_store.raw_items(redis_cifar / "lmdb" / f"{phase}_lmdb"))
         redis = list(redis_store.records(redis_cifar / "redis", phase))
         assert len(lmdb) == len(redis) > 0
         assert lmdb == redis
-    manifest = json.loads((redis_cifar / "redis" / "manifest.json").read_text())
-    fp = manifest["splits"]["train"]["footprint"]
+    fp = build.load_manifest(redis_cifar, "redis").splits["train"].footprint
     assert fp["records"] == 400 and fp["files"] == 0 and fp["allocated_bytes"] >= fp["apparent_bytes"] > 400 * 3072
 
 

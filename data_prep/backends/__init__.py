@@ -18,6 +18,8 @@ from pathlib import Path
 
 import numpy as np
 
+from data_prep import disk
+
 REGISTRY = {}
 
 
@@ -66,8 +68,9 @@ class Backend:
     color = "#777777"        # its colour in every figure
     layer = ""               # Caffe layer type that reads it
     pretransformed = False
-    location = "local"       # key of data_prep.locations.LOCATIONS: where its data lives
-    read_options = ()        # DataParameter fields a run may set for this backend (run.py flags)
+    location = "local"       # a data_prep.locations.REGISTRY kind: where its data lives
+    options = ()             # its reader's options (data_prep.options.Option): DataParameter fields,
+                             # each a run.py flag and a key of the record's read_options
 
     def unsupported(self, dataset):
         """Why this backend cannot hold `dataset` (a Dataset), or None."""
@@ -99,8 +102,7 @@ class Backend:
 
     def footprint(self, dest, phase=None):
         """Bytes and files the artifact takes (the paper's Table 2)."""
-        from data_prep.locations import footprint
-        return footprint(self.files(dest, phase))
+        return disk.footprint(self.files(dest, phase))
 
     def session(self, dest):
         """What must be up while the artifact is written or read outside training (a server)."""
@@ -110,6 +112,15 @@ class Backend:
     def data_layer(self, dest, dataset, mean_file, read_options=None):
         """A function (batch, phase) -> (data, label) NetSpec tops reading this artifact."""
         raise NotImplementedError
+
+    def layer_options(self, read_options):
+        """The run's read options ({name: value}, as recorded) as DataParameter fields."""
+        declared = {o.name: o for o in self.options}
+        unknown = set(read_options or {}) - set(declared)
+        if unknown:
+            from data_prep.errors import SourceError
+            raise SourceError(f"{self.name} takes no read option {', '.join(sorted(unknown))}")
+        return {name: declared[name].proto_value(value) for name, value in (read_options or {}).items()}
 
     def program_warmup(self):
         """A command that loads this backend's training program without reading data, run

@@ -88,10 +88,6 @@ class DatumBackend:
         """The Data layer's `source` for one split."""
         return str(self.paths(dest, phase)[0])
 
-    def layer_options(self, read_options):
-        """The run's read options as DataParameter fields."""
-        return dict(read_options or {})
-
     def data_layer(self, dest, dataset, mean_file, read_options=None):
         from caffe import layers as L, params as P
         from data_prep.backends import transform_param, phase_name

@@ -3,6 +3,7 @@ import lmdb
 
 from data_prep.backends import Backend, register
 from data_prep.backends import datum
+from data_prep.options import Option
 
 MAP_SIZE = 1 << 40  # address space only: the file grows with the data, as in Caffe's db_lmdb
 
@@ -34,20 +35,13 @@ class _Writer(datum.BatchWriter):
 class LMDBBackend(datum.DatumBackend, Backend):
     name, label, color = "lmdb", "LMDB", "#1b9e77"
     db = "LMDB"
-    read_options = ("lmdb_read",)
-    read_paths = ("mmap", "coalesced")  # lmdb_read: LMDB's memory map (Caffe's own), or LMDBIO's DIO + COAL
-
-    def layer_options(self, read_options):
-        options = dict(read_options or {})
-        if "lmdb_read" in options:
-            from caffe.proto import caffe_pb2
-            from data_prep.errors import SourceError
-            if "lmdb_read" not in caffe_pb2.DataParameter.DESCRIPTOR.fields_by_name:
-                raise SourceError("this Caffe build has no lmdb_read (caffe/patches/0013: run make caffe)")
-            if options["lmdb_read"] not in self.read_paths:
-                raise SourceError(f"lmdb_read {options['lmdb_read']!r}: choose from {', '.join(self.read_paths)}")
-            options["lmdb_read"] = caffe_pb2.DataParameter.LMDBRead.Value(options["lmdb_read"].upper())
-        return options
+    options = (Option("lmdb_read", "how Caffe reads the LMDB: mmap, its own memory-mapped cursor, or "
+                             "coalesced, a thread reading records ahead in large pread()s (LMDBIO's DIO + COAL)",
+                      kind="choice", choices=("mmap", "coalesced"), proto_enum="LMDBRead", patch="0013"),
+               Option("lmdb_read_kb", "coalesced: KiB per pread() (default 4096; at least one 4 KiB page)",
+                      minimum=4, patch="0013"),
+               Option("lmdb_ahead_mb", "coalesced: MiB of records kept read ahead of the cursor (default 64)",
+                      minimum=1, patch="0013"))
 
     def writer(self, split, dest, ctx):
         return _Writer(self.paths(dest, split.phase)[0])

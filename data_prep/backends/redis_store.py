@@ -8,11 +8,13 @@ servers (data_prep.redis_cluster, under DATA/redis-cluster/); the artifact's fol
 its manifest.
 """
 import shutil
+import time
 from pathlib import Path
 
-from data_prep import redis_cluster
+from data_prep import cache, locations, manifest, redis_cluster
 from data_prep.backends import Backend, datum, register
 from data_prep.errors import SourceError
+from data_prep.options import Option
 
 CLUSTER_FOLDER = "redis-cluster"  # under the data root, beside the datasets
 PIPELINE = 1000
@@ -157,7 +159,10 @@ class RedisBackend(datum.DatumBackend, Backend):
     name, label, color = "redis", "Redis Cluster", "#a6761d"
     db = "REDIS"
     location = "redis-cluster"
-    read_options = ("prefetch_depth", "out_of_order")
+    options = (Option("prefetch_depth", "GETs Caffe keeps in flight (default 128; 1: one request per round trip)",
+                      minimum=1, patch="0012"),
+               Option("out_of_order", "hand records to the net in arrival order, not key order", kind="flag",
+                      patch="0012"))
 
     def unsupported(self, dataset):
         if shutil.which("redis-server") is None:
@@ -171,7 +176,7 @@ class RedisBackend(datum.DatumBackend, Backend):
         return []  # nothing local but the manifest
 
     def writer(self, split, dest, ctx):
-        overwrite = ctx.overwrite or (ctx.final_dir / "manifest.json").exists()
+        overwrite = ctx.overwrite or (ctx.final_dir / manifest.FILE).exists()
         return _Writer(cluster_of(dest), prefix_of(ctx.final_dir, split.phase), overwrite)
 
     def session(self, dest):
@@ -201,3 +206,59 @@ class RedisBackend(datum.DatumBackend, Backend):
 
     def source(self, dest, phase):
         return cluster_of(dest).source(prefix_of(dest, phase))
+
+
+@locations.register
+class RedisClusterLocation(locations.Location):
+    """Records in a Redis Cluster's memory (data_prep.redis_cluster). An in-memory store has no
+    cold reads; what can be cold is the servers: cold = every node stopped, the page cache
+    dropped, the nodes restarted from their RDB files (the load is timed, not part of the run);
+    warm = the cluster up and every record read once through the network. Clients reach the
+    nodes directly or, with a round trip asked, through the delay proxy. The cluster is stopped
+    after the run if this run started it."""
+    name = "redis-cluster"
+    options = (Option("rtt_ms", "round trip between Caffe and the servers, e.g. 10ms, added by a delay proxy "
+                                "on loopback (default: none, direct)", kind="ms", minimum=0, flag_name="--rtt",
+                      recorded_as="rtt_ms_asked"),)
+
+    def __init__(self, path, files, rtt_ms=None):
+        super().__init__(path, [])
+        self.rtt_ms = rtt_ms
+        self.cluster = cluster_of(path)
+        self.started, self.load_seconds, self.usage_before = False, None, None
+
+    def set_cache(self, state, cold_fallback=None, group=None):
+        if state == "cold":
+            self.cluster.stop()
+            cache.drop_caches()
+            t = time.time()
+            self.started = self.cluster.start(self.rtt_ms)
+            self.load_seconds = round(time.time() - t, 3)
+            how = "servers restarted from their RDB files after drop_caches"
+        else:
+            self.started = self.cluster.start(self.rtt_ms)
+            for phase in ("train", "test"):
+                for _ in records(self.path, phase):
+                    pass
+            how = "every record read once over the network"
+        self.usage_before = self.cluster.server_usage()
+        return how, 1.0  # the servers hold every record in memory either way
+
+    def limit_target(self):
+        raise locations.LocationError("read IOPS/bandwidth limits apply to a local disk; a Redis Cluster is reached "
+                            "over the network (use --rtt)")
+
+    def describe(self):
+        """The cluster, the round trip, and each server's CPU seconds since set_cache and its
+        memory now."""
+        servers = {}
+        for port, now in self.cluster.server_usage().items():
+            then = (self.usage_before or {}).get(port)
+            servers[port] = None if not (now and then) else {
+                "cpu_seconds": round(now["cpu_seconds"] - then["cpu_seconds"], 3), "rss_bytes": now["rss_bytes"]}
+        return dict(self.cluster.describe(), kind=self.name, root=str(self.cluster.root),
+                    load_seconds=self.load_seconds, servers=servers)
+
+    def close(self):
+        if self.started:
+            self.cluster.stop()
