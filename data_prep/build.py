@@ -166,11 +166,11 @@ def dataset_lock(out):
         yield
 
 
-def context(dataset, final_dir, mean, overwrite=False):
+def context(dataset, final_dir, mean, overwrite=False, source_fingerprint=None):
     """dataset: a Dataset or its name."""
     dataset = datasets.get(dataset) if isinstance(dataset, str) else dataset
     return backends.WriteContext(dataset=dataset, final_dir=final_dir, scale=dataset.model.transform.scale,
-                                 mean=mean, overwrite=overwrite)
+                                 mean=mean, overwrite=overwrite, source_fingerprint=source_fingerprint)
 
 
 def write_artifact(source, backend, out, mean, jobs, progress=True, want_train_sum=False, overwrite=False):
@@ -181,7 +181,7 @@ def write_artifact(source, backend, out, mean, jobs, progress=True, want_train_s
     shutil.rmtree(partial, ignore_errors=True)
     partial.mkdir()
     with backend.session(partial):  # a server up for the whole of it
-        return _write_into(partial, source, backend, context(source.dataset, final, mean, overwrite),
+        return _write_into(partial, source, backend, context(source.dataset, final, mean, overwrite, source.fingerprint),
                            jobs, progress, want_train_sum)
 
 

@@ -109,6 +109,24 @@ def test_a_data_mdb_changed_while_read_stops_training_with_a_message(databases, 
     assert f"{mdb} changed while open" in err or f"{mdb} ends at byte" in err, err[-2000:]
 
 
+def test_no_room_ahead_is_refused_not_a_wait_forever(databases, tmp_path):
+    """lmdb_ahead_mb: 0 used to hang at net construction: the cursor waited for a record the
+    walker would not read without room. Refused by the option's declaration and by Caffe."""
+    import caffe
+    from caffe import layers as L, params as P
+    from data_prep import backends
+    from data_prep.options import OptionError
+    with pytest.raises(OptionError, match="at least 1"):
+        backends.get("lmdb").layer_options({"lmdb_read": "coalesced", "lmdb_ahead_mb": 0})
+    n = caffe.NetSpec()
+    n.data, n.label = L.Data(source=str(databases["mnist"]), backend=P.Data.LMDB, batch_size=5, ntop=2,
+                             lmdb_read=P.Data.COALESCED, lmdb_ahead_mb=0)
+    net = tmp_path / "zero.prototxt"
+    net.write_text(str(n.to_proto()))
+    out, err = net_process(net).communicate(timeout=60)
+    assert "ready" not in out and "lmdb_ahead_mb must be at least 1" in err
+
+
 def test_runs_record_the_read_path_and_solvers_at_once_their_group(mnist_small, tmp_path):
     from experiments.record import load
     run([sys.executable, str(ROOT / "experiments" / "run.py"), "mnist", "lmdb", "cold", "--iters", "300",

@@ -51,6 +51,7 @@ class WriteContext:
     mean: np.ndarray = None    # C x H x W float32 mean (mean.binaryproto), or None
     phase_dir: Path = None     # the split's own folder while it is written (image files)
     overwrite: bool = False    # a server may hold a data set no manifest here describes: replace it
+    source_fingerprint: str = None  # what the records come from (a server's completion marker keeps it)
 
     def transform(self, pixels):
         """What Caffe's DataTransformer computes for a uint8 C x H x W image (no crop/mirror)."""
@@ -120,7 +121,8 @@ class Backend:
         if unknown:
             from data_prep.errors import SourceError
             raise SourceError(f"{self.name} takes no read option {', '.join(sorted(unknown))}")
-        return {name: declared[name].proto_value(value) for name, value in (read_options or {}).items()}
+        return {name: declared[name].proto_value(declared[name].value(value))
+                for name, value in (read_options or {}).items()}
 
     def program_warmup(self):
         """A command that loads this backend's training program without reading data, run

@@ -3,7 +3,9 @@ layer through the REDIS DB of caffe/patches/0012 (GETs pipelined ahead of the cu
 arrival order). The paper's future work: a distributed key-value store.
 
 Keys: PREFIX:KEY per record (KEY as in LMDB), PREFIX:~index (the keys in order), and
-PREFIX:~complete (the count), written last; PREFIX = DATASET:PHASE. The records live in the
+PREFIX:~complete ("COUNT FINGERPRINT": the record count and the source's hash), written last,
+once the index holds exactly COUNT keys, and deleted first when a data set is replaced; both
+readers (Caffe's and records()) refuse an index of another length. PREFIX = DATASET:PHASE. The records live in the
 servers (data_prep.redis_cluster, under DATA/redis-cluster/); the artifact's folder holds only
 its manifest.
 """
@@ -50,14 +52,21 @@ def client(cluster):
 
 def keys_of(c, prefix):
     """The record keys of a complete data set, in order."""
-    if c.get(marker(prefix)) is None:
+    value = c.get(marker(prefix))
+    if value is None:
         raise SourceError(f"Redis: no complete data set {prefix} (its marker {marker(prefix)} is missing)")
+    count, listed = int(value.split()[0]), c.llen(index(prefix))
+    if listed != count:
+        raise SourceError(f"Redis: {index(prefix)} lists {listed} keys but {marker(prefix)} says {count}: the data "
+                          "set was changed after it was written (prepare it again with --force)")
     return [k.decode() for k in c.lrange(index(prefix), 0, -1)]
 
 
 def delete_prefix(c, prefix):
     """Every key under PREFIX: (a data set, complete or not), node by node; one key per UNLINK,
-    since a cluster refuses multi-key commands across hash slots."""
+    since a cluster refuses multi-key commands across hash slots. The completion marker goes
+    first, so that a deletion cut short never leaves a marker vouching for missing records."""
+    c.delete(marker(prefix))
     for node in c.get_primaries():
         r = c.get_redis_connection(node)
         pipe = r.pipeline(transaction=False)
@@ -113,9 +122,9 @@ class _Batch:
 class _Writer(datum.BatchWriter):
     """Writes one split into a running cluster (build.write_artifact keeps it up: `session`)."""
 
-    def __init__(self, cluster, prefix, overwrite):
+    def __init__(self, cluster, prefix, overwrite, fingerprint=None):
         import redis
-        self.cluster, self.prefix, self.count = cluster, prefix, 0
+        self.cluster, self.prefix, self.count, self.fingerprint = cluster, prefix, 0, fingerprint or "-"
         self.client = client(cluster)
         try:
             if self.client.get(marker(prefix)) is not None and not overwrite:
@@ -146,7 +155,12 @@ class _Writer(datum.BatchWriter):
         self.count += len(self.batch.keys)
 
     def finish(self):
-        self.client.set(marker(self.prefix), self.count)
+        listed = self.client.llen(index(self.prefix))
+        if listed != self.count:  # e.g. a retried pipeline that appended a batch twice
+            self.client.close()
+            raise SourceError(f"Redis cluster under {self.cluster.root}: {index(self.prefix)} lists {listed} keys "
+                              f"after {self.count} records were written; no completion marker written")
+        self.client.set(marker(self.prefix), f"{self.count} {self.fingerprint}")
         self.cluster.save()  # what a restart loads: the complete data set
         self.client.close()
 
@@ -177,7 +191,7 @@ class RedisBackend(datum.DatumBackend, Backend):
 
     def writer(self, split, dest, ctx):
         overwrite = ctx.overwrite or (ctx.final_dir / manifest.FILE).exists()
-        return _Writer(cluster_of(dest), prefix_of(ctx.final_dir, split.phase), overwrite)
+        return _Writer(cluster_of(dest), prefix_of(ctx.final_dir, split.phase), overwrite, ctx.source_fingerprint)
 
     def session(self, dest):
         return cluster_of(dest).session()
@@ -214,8 +228,9 @@ class RedisClusterLocation(locations.Location):
     cold reads; what can be cold is the servers: cold = every node stopped, the page cache
     dropped, the nodes restarted from their RDB files (the load is timed, not part of the run);
     warm = the cluster up and every record read once through the network. Clients reach the
-    nodes directly or, with a round trip asked, through the delay proxy. The cluster is stopped
-    after the run if this run started it."""
+    nodes directly or, with a round trip asked, through the delay proxy. A cluster that was not
+    running is stopped after the run; one that was (make redis-start's) is left running, reached
+    as it was, even when a cold run restarted it."""
     name = "redis-cluster"
     options = (Option("rtt_ms", "round trip between Caffe and the servers, e.g. 10ms, added by a delay proxy "
                                 "on loopback (default: none, direct)", kind="ms", minimum=0, flag_name="--rtt",
@@ -226,8 +241,12 @@ class RedisClusterLocation(locations.Location):
         self.rtt_ms = rtt_ms
         self.cluster = cluster_of(path)
         self.started, self.load_seconds, self.usage_before = False, None, None
+        self.found = None  # (round trip in ms, or None: direct) of a cluster found running
 
     def set_cache(self, state, cold_fallback=None, group=None):
+        if self.cluster.running():
+            delay = self.cluster.delay_ms()
+            self.found = (None if delay is None else 2 * delay,)
         if state == "cold":
             self.cluster.stop()
             cache.drop_caches()
@@ -260,5 +279,7 @@ class RedisClusterLocation(locations.Location):
                     load_seconds=self.load_seconds, servers=servers)
 
     def close(self):
-        if self.started:
+        if self.found is not None:
+            self.cluster.start(self.found[0])  # as it was found: running, reached as before
+        elif self.started:
             self.cluster.stop()
