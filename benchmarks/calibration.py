@@ -38,6 +38,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from data_prep import backends, datasets  # noqa: E402
 from experiments import accelerators, caffe_log, machines, proctrack, record  # noqa: E402
 
 REFERENCE = json.loads((ROOT / "analysis" / "paper_reference.json").read_text())
@@ -306,8 +307,8 @@ def h100_rows(emulated_folder):
     fitted_cells = {(c.dataset, c.backend, c.cache): "fitted (train_ms, test_ms)" for c in H100_NET_CELLS.values()}
     fitted_cells[(H100_COPY_CELL.dataset, H100_COPY_CELL.backend, H100_COPY_CELL.cache)] = "fitted (copy latency)"
     rows = []
-    order = {name: i for i, name in enumerate(["mnist", "cifar10", "imagenet", "lmdb", "leveldb", "hdf5", "images",
-                                                 "pymem", "cppmem", "redis", "warm", "cold"])}
+    # rows as the registries order datasets and backends (the figures' order), warm before cold
+    order = {name: i for i, name in enumerate([*datasets.REGISTRY, *backends.REGISTRY, "warm", "cold"])}
     for key in sorted(real, key=lambda k: [order.get(part, 99) for part in k]):
         (mean, n, _), o = real[key], ours.get(key)
         rows.append({"cell": " ".join(key), "reference": round(mean, 2), "reference_n": n,

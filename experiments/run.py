@@ -109,7 +109,9 @@ def _same_setup(r, limits, accelerator, iters, reading, concurrent):
     """Whether record r ran the setup asked: reading = (its read options, its location options)."""
     c = r.compute or {}
     read_options, location_options = reading
-    reached = locations.get(backends.get(r.backend).location).options_of(r.location)
+    if r.backend not in backends.REGISTRY:  # a backend no longer registered: nothing to compare
+        return False
+    reached = locations.get(backends.REGISTRY[r.backend].location).options_of(r.location)
     return (r.iterations_setting == iters and Limits.from_record(r.limits).as_dict() == limits.as_dict()
             and (c.get("accelerator") if c.get("mode") == "emulated" else None) == accelerator
             and reached == location_options and (r.read_options or {}) == read_options

@@ -198,7 +198,7 @@ def test_read_iops_limit_bites_under_this_machines_cgroup(mnist_small, tmp_path)
 
 def test_read_limits_wait_until_the_run_applies_them(mnist_small):
     """A run warms its cache inside its cgroup before the read limit: throttled, warming MNIST's
-    70,002 PNGs at 287 IOPS took 4 minutes and a proactive reclaimer evicted 16% of them again.
+    70,002 PNGs at 287 IOPS takes about 4 minutes, and a proactive reclaimer evicted 16% again.
     Cold reads of 300 files: unthrottled before limit_reads(), >= 2 s at 150 IOPS after."""
     if not cache.can_drop_caches() or cgroup.version() is None:
         pytest.skip("needs root and a cgroup hierarchy")
