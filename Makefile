@@ -10,7 +10,7 @@ REDIS_ARGS ?=
 PY_INCLUDE ?=
 
 .PHONY: help setup caffe caffe-gpu caffe-gtest venv data-deps test redis-start redis-stop calibration \
-        report gpu-bundle clean
+        report gpu-bundle docker-cpu docker-gpu docker-test clean
 
 help:
 	@echo "make test            install everything, then run the test suite"
@@ -29,6 +29,9 @@ help:
 	@echo "make caffe-gtest     build Caffe's own GoogleTest binary in the build tree"
 	@echo "make gpu-bundle PY_INCLUDE=python-include.tgz   Caffe GPU build + libraries for a GPU machine"
 	@echo "                     without a package registry (device/bundle.sh; README: GPU machines)"
+	@echo "make docker-cpu      the CPU image imgstore-cpu (Debian 12 by debootstrap, wheels from this host's pip)"
+	@echo "make docker-gpu      the GPU image imgstore-gpu (Debian 12 + CUDA 13/cuDNN 9 wheels, sm_90), built here"
+	@echo "make docker-test     docker-cpu, then make mnist-quick inside it, then check its records"
 
 venv:
 	@scripts/venv.sh
@@ -75,6 +78,15 @@ calibration: venv
 
 gpu-bundle: setup
 	@device/bundle.sh --python-include "$(PY_INCLUDE)"
+
+docker-cpu: venv
+	@docker/build.sh cpu
+
+docker-gpu: venv
+	@docker/build.sh gpu
+
+docker-test: venv
+	@docker/test.sh
 
 clean:
 	rm -rf .build .venv

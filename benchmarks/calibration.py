@@ -38,6 +38,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from analysis import readme  # noqa: E402
 from data_prep import backends, datasets  # noqa: E402
 from experiments import accelerators, caffe_log, machines, proctrack, record  # noqa: E402
 
@@ -434,19 +435,6 @@ README_BEGIN = "<!-- fidelity tables: written by benchmarks/calibration.py table
 README_END = "<!-- end of fidelity tables -->"
 
 
-def write_readme_tables(text):
-    """Replace the README's block between the two markers; the README keeps no hand-copied number."""
-    readme = ROOT / "README.md"
-    old = readme.read_text()
-    if README_BEGIN not in old or README_END not in old:
-        raise SystemExit(f"{readme}: the markers {README_BEGIN!r} and {README_END!r} are missing")
-    head, rest = old.split(README_BEGIN, 1)
-    tail = rest.split(README_END, 1)[1]
-    tmp = readme.with_suffix(".md.tmp")
-    tmp.write_text(head + README_BEGIN + "\n" + text + README_END + tail)
-    tmp.replace(readme)
-
-
 def cmd_table(a):
     h100, paper = h100_rows(a.h100), paper_rows(a.paper2016)
     out = ROOT / a.out
@@ -456,7 +444,7 @@ def cmd_table(a):
     text = markdown(h100, paper, a.h100, a.paper2016)
     (out / "fidelity.md").write_text(text)
     if a.readme:
-        write_readme_tables(tables(h100, paper, a.h100, a.paper2016, caveats=False))
+        readme.replace_block(README_BEGIN, README_END, tables(h100, paper, a.h100, a.paper2016, caveats=False))
     print(text)
     return 0
 

@@ -1,6 +1,6 @@
 """A Redis Cluster of Debian's redis-server processes, started and stopped by the project.
 
-  python -m data_prep.redis_cluster start [--nodes 3] [--rtt 10ms]
+  python -m data_prep.redis_cluster start [--nodes 3] [--replicas 1] [--rtt 10ms]
   python -m data_prep.redis_cluster status | stop
 
 Layout under the data folder (default data/redis-cluster/): node-I/ (nodes.conf, dump.rdb,
@@ -68,16 +68,46 @@ def _holder(port):
 
 
 class Cluster:
-    def __init__(self, root, nodes=3, port=None):
-        self.root, self.count = Path(root).resolve(), nodes  # redis-server chdirs: paths must be absolute
+    """`nodes` masters, each with `replicas` replicas (their ports follow the masters'). The
+    shape is kept in the cluster's folder (shape.json) once it has been formed, so that every
+    later Cluster of that folder has it: a Cluster of another shape there is refused."""
+    SHAPE = "shape.json"
+
+    def __init__(self, root, nodes=None, port=None, replicas=None):
+        self.root = Path(root).resolve()  # redis-server chdirs: paths must be absolute
         self.port = port or int(os.environ.get(PORT_ENV, "7100"))
+        kept = self._kept_shape()
+        asked = (nodes, replicas)
+        self.count, self.replicas = kept or (nodes or 3, replicas or 0)
+        if kept and any(a is not None and a != k for a, k in zip(asked, kept)):
+            raise ClusterError(f"the cluster under {self.root} has {kept[0]} masters with {kept[1]} replicas "
+                               f"each, not {nodes or kept[0]} with {replicas if replicas is not None else kept[1]}: "
+                               f"stop it and remove that folder to make another (its data is written again)")
+        # a master lost is failed over to its replica after this long (without replicas a long
+        # timeout: a node merely busy must not take the cluster down)
+        self.node_timeout_ms = 5000 if self.replicas else 30000
+
+    def _kept_shape(self):
+        import json
+        try:
+            shape = json.loads((self.root / self.SHAPE).read_text())
+            return shape["masters"], shape["replicas"]
+        except (OSError, ValueError, KeyError):
+            return None
+
+    def _keep_shape(self):
+        import json
+        tmp = self.root / (self.SHAPE + ".partial")
+        tmp.write_text(json.dumps({"masters": self.count, "replicas": self.replicas}) + "\n")
+        tmp.replace(self.root / self.SHAPE)
 
     # --- addresses ---------------------------------------------------------------
     def node_ports(self):
-        return [self.port + i for i in range(self.count)]
+        """Every node's port: the masters', then their replicas'."""
+        return [self.port + i for i in range(self.count * (1 + self.replicas))]
 
     def proxy_ports(self):
-        return [self.port + 100 + i for i in range(self.count)]
+        return [self.port + 100 + i for i in range(len(self.node_ports()))]
 
     def node_dir(self, i):
         return self.root / f"node-{i}"
@@ -91,13 +121,13 @@ class Cluster:
     def _pid(self, pidfile, name):
         try:
             pid = int(Path(pidfile).read_text().split()[0])
-            with open(f"/proc/{pid}/comm") as f:
-                return pid if f.read().strip().startswith(name) else None
+            with open(f"/proc/{pid}/comm") as f:  # a killed node of ours lingers as a zombie
+                return pid if f.read().strip().startswith(name) and not _zombie(pid) else None
         except (OSError, ValueError, IndexError):
             return None
 
     def server_pids(self):
-        return [self._pid(self.node_dir(i) / "redis.pid", "redis-server") for i in range(self.count)]
+        return [self._pid(self.node_dir(i) / "redis.pid", "redis-server") for i in range(len(self.node_ports()))]
 
     def proxy_pid(self):
         return self._pid(self.root / "proxy.pid", "delay_proxy")
@@ -133,7 +163,7 @@ class Cluster:
             self._start_node(i, port)
         try:
             self._wait_ready(timeout)
-            self._form_cluster()
+            self._form_cluster(timeout)
             self._wait_converged(self.node_ports(), timeout)
             self._reach(want, timeout)
         except BaseException:
@@ -159,6 +189,7 @@ class Cluster:
     def save(self, timeout=600):
         """Every node's data to its RDB file, in the background (a SAVE of a large data set
         blocks a node past the cluster's failure timeout), waiting until all are written."""
+        self.wait_replicated(timeout)  # a replica's RDB holds what its master's does
         nodes, deadline = self.nodes(), time.time() + timeout
 
         def settled(n, saves=None):  # no save running (and, given a count, one more done)
@@ -198,7 +229,7 @@ class Cluster:
             f"requirepass {pw}", f"masterauth {pw}",
             # Redis 7's defaults, stated: no DEBUG, no CONFIG SET of protected settings, no modules
             "enable-debug-command no", "enable-protected-configs no", "enable-module-command no",
-            "cluster-enabled yes", "cluster-config-file nodes.conf", "cluster-node-timeout 30000",
+            "cluster-enabled yes", "cluster-config-file nodes.conf", f"cluster-node-timeout {self.node_timeout_ms}",
             "cluster-announce-ip 127.0.0.1", f"cluster-announce-port {port}",
             f"cluster-announce-bus-port {port + 10000}",
             f"dir {d}", "dbfilename dump.rdb", 'save ""', "appendonly no",
@@ -246,18 +277,58 @@ class Cluster:
                     raise ClusterError(f"redis-server node {i} (127.0.0.1:{port}) not ready after {timeout} s")
                 time.sleep(0.05)
 
-    def _form_cluster(self):
-        """A new cluster: equal slot ranges, one per node, then MEET. A restarted one keeps its
-        nodes.conf and needs nothing."""
+    def _form_cluster(self, timeout):
+        """A new cluster: equal slot ranges, one per master, then MEET, then each replica
+        follows its master (replica j of master i: node count * (j + 1) + i). A restarted one
+        keeps its nodes.conf and needs nothing."""
         clients = self.nodes()
         if any(int(c.execute_command("CLUSTER", "INFO").split("cluster_slots_assigned:")[1].split()[0])
                for c in clients):
             return
-        for i, c in enumerate(clients):
+        self._keep_shape()
+        for i, c in enumerate(clients[:self.count]):
             lo, hi = i * SLOTS // self.count, (i + 1) * SLOTS // self.count - 1
             c.execute_command("CLUSTER", "ADDSLOTSRANGE", lo, hi)
         for port in self.node_ports()[1:]:
             clients[0].execute_command("CLUSTER", "MEET", "127.0.0.1", port, port + 10000)
+        deadline = time.time() + timeout
+        for k, c in enumerate(clients[self.count:]):
+            master = clients[k % self.count].execute_command("CLUSTER", "MYID")
+            while True:  # a replica must know its master (gossip) before it can follow it
+                try:
+                    c.execute_command("CLUSTER", "REPLICATE", master)
+                    break
+                except Exception as e:  # "Unknown node": not yet met
+                    if time.time() > deadline:
+                        raise ClusterError(f"replica node {self.count + k} cannot follow master {k % self.count}: {e}")
+                    time.sleep(0.1)
+
+    def masters_ports(self):
+        """The ports of the nodes that serve slots now (after a failover, a former replica's)."""
+        for c in self.nodes():
+            try:
+                return sorted({int(r[2][1]) for r in c.execute_command("CLUSTER", "SLOTS")})
+            except Exception:
+                continue
+        return []
+
+    def wait_replicated(self, timeout=60):
+        """Until every replica has every write its master took (replication is asynchronous)."""
+        if not self.replicas:
+            return
+        deadline = time.time() + timeout
+        for port in self.masters_ports():
+            c = self._client(port)
+            while True:
+                info = c.info("replication")
+                offset = info["master_repl_offset"]
+                behind = [v for k, v in info.items() if k.startswith("slave") and isinstance(v, dict)
+                          and (v.get("offset", -1) < offset or v.get("state") != "online")]
+                if len(info) and info.get("connected_slaves", 0) >= self.replicas and not behind:
+                    break
+                if time.time() > deadline:
+                    raise ClusterError(f"the replicas of 127.0.0.1:{port} did not catch up in {timeout} s")
+                time.sleep(0.05)
 
     def _check_ports_free(self):
         """Every node's client and bus port free on loopback, or an error naming the port and
@@ -284,7 +355,8 @@ class Cluster:
                 slots = c.execute_command("CLUSTER", "SLOTS")
                 owners = {int(r[2][1]) for r in slots}
                 served = sum(int(r[1]) - int(r[0]) + 1 for r in slots)
-                ok &= "cluster_state:ok" in info and served == SLOTS and owners <= want
+                followed = all(len(r) - 3 >= self.replicas for r in slots)  # each range's replicas
+                ok &= "cluster_state:ok" in info and served == SLOTS and owners <= want and followed
             if ok:
                 return
             if time.time() > deadline:
@@ -333,9 +405,17 @@ class Cluster:
     # --- measurements ------------------------------------------------------------
     def rtt_ms(self, samples=21):
         """Median PING round trip, in ms, from this process through the address clients use."""
-        port = self.proxy_ports()[0] if self.delay_ms() is not None else self.port
-        c = self._client(port)
-        c.ping()
+        import redis
+        ports = self.proxy_ports() if self.delay_ms() is not None else self.node_ports()
+        for port in ports:  # the first node that answers (a master may have been lost)
+            c = self._client(port)
+            try:
+                c.ping()
+                break
+            except redis.ConnectionError:
+                continue
+        else:
+            return None
         times = []
         for _ in range(samples):
             t = time.perf_counter()
@@ -357,7 +437,7 @@ class Cluster:
 
     def describe(self):
         delay = self.delay_ms()
-        return {"nodes": self.count, "ports": self.node_ports(), "replicas": 0,
+        return {"nodes": self.count, "ports": self.node_ports(), "replicas": self.replicas,
                 "rtt_ms_asked": None if delay is None else 2 * delay,  # None: no proxy, direct
                 "rtt_ms_measured": self.rtt_ms() if self.running() else None, "bandwidth_limit": None}
 
@@ -377,12 +457,14 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("action", choices=["start", "stop", "status"])
     p.add_argument("--data", default=str(ROOT / "data"), help="data root (default: %(default)s)")
-    p.add_argument("--nodes", type=int, default=3)
+    p.add_argument("--nodes", type=int, help="masters (default 3, or the folder's cluster's)")
+    p.add_argument("--replicas", type=int, help="replicas of each master (default 0): a master lost is "
+                   "failed over to its replica, and Caffe's reader carries on")
     p.add_argument("--port", type=int, help=f"first node's port (default: ${PORT_ENV} or 7100)")
     p.add_argument("--rtt", help="round trip to emulate, e.g. 10ms (default: none, direct)")
     a = p.parse_args(argv)
-    cluster = Cluster(Path(a.data) / "redis-cluster", a.nodes, a.port)
     try:
+        cluster = Cluster(Path(a.data) / "redis-cluster", a.nodes, a.port, a.replicas)
         if a.action == "start":
             if not os.environ.get(PASSWORD_ENV):
                 raise ClusterError(f"set {PASSWORD_ENV} first (e.g. export {PASSWORD_ENV}=$(openssl rand -hex 16)): "

@@ -13,6 +13,8 @@ GLOG = re.compile(r"^[IWEF](\d{8}|\d{4}) +(\d\d:\d\d:\d\d\.\d+)")  # glog >= 0.6
 ITERATION = re.compile(r"Iteration (\d+)(?: \(.*?\))?, loss = ([0-9.eE+-]+|nan|inf)")
 TESTING = re.compile(r"Iteration (\d+), Testing net")
 TEST_OUTPUT = re.compile(r"Test net output #\d+: (\w+) = ([0-9.eE+-]+|nan|inf)")
+FAILOVER = re.compile(r"Redis failover: node (\S+) lost, its slots served by (.+?) after ([0-9.]+) s; "
+                      r"(\d+) requests asked again")  # caffe/patches/0012
 SETTING = re.compile(r"^(max_iter|display|test_iter|test_interval): (\d+)\s*$")
 
 
@@ -28,6 +30,7 @@ def parse(text):
     first = done = None
     last_iter, train_loss, tests, settings = 0, [], {}, {}
     passes = []  # [iteration, started, last output] per test pass
+    failovers = []
     for line in text.splitlines():
         m = SETTING.match(line.strip())
         if m and m.group(1) not in settings:  # the solver's own, logged before the nets'
@@ -46,6 +49,11 @@ def parse(text):
             tests[m.group(1)] = float(m.group(2))  # the last test pass wins
             if passes:
                 passes[-1][2] = _stamp(line)
+        m = FAILOVER.search(line)
+        if m:
+            failovers.append({"node": m.group(1), "served_by": m.group(2), "pause_seconds": float(m.group(3)),
+                              "requests_asked_again": int(m.group(4)),
+                              "at": _stamp(line).isoformat() if _stamp(line) else None})
         if "Optimization Done" in line:
             done = _stamp(line)
     solver_seconds = _seconds(first, done)
@@ -59,7 +67,7 @@ def parse(text):
             "test_iteration": passes[-1][0] if passes else None,
             "tests_after_start": sum(1 for p in passes if p[0] > 0),
             "initial_test_at": initial[0][1] if initial else None,
-            "test_pass_seconds": [d for i, d in durations if i > 0]}
+            "test_pass_seconds": [d for i, d in durations if i > 0], "failovers": failovers}
 
 
 def _seconds(a, b):

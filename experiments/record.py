@@ -117,15 +117,15 @@ class Record:
         from experiments.cgroup import Limits
         return Limits.from_record(self.limits).label()
 
-    def setup(self):
+    def setup(self, solvers=True):
         """What makes runs comparable with each other: machine, compute, limits (and the
         network, for data on servers reached through a round trip; the reader's settings;
-        how many solvers trained at once)."""
+        how many solvers trained at once, unless solvers=False)."""
         rtt = (self.location or {}).get("rtt_ms_asked")
         network = f"; {rtt:g} ms round trip to the servers" if rtt is not None else ""
         reader = "".join(f"; {k} {v}" for k, v in sorted((self.read_options or {}).items()))
-        solvers = (self.concurrent or {}).get("solvers")
-        together = f"; {solvers} solvers at once" if solvers else ""
+        count = (self.concurrent or {}).get("solvers")
+        together = f"; {count} solvers at once" if solvers and count else ""
         return (self.machine_label(), self.compute_label(per_net=False),
                 self.limits_label() + network + reader + together)
 

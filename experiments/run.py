@@ -139,6 +139,18 @@ def _check_read_flags(cells, reading):
                           words="data on a {names} (backends: " + remote + ")")
 
 
+def recorded_runs(a, ok_only=True):
+    """The records (successful ones only, unless ok_only is False) of a.dataset that ran the
+    setup `a` asks: the same compute, limits, iterations, read and location options, and number
+    of solvers."""
+    _, accelerator = compute_choice(a)
+    limits = Limits.from_args(a.mem_limit, a.cpus, a.riops, a.rbps, a.profile)
+    reading = read_choice(a)
+    return [r for r in recorded(a.out, a.dataset)
+            if (r.ok or not ok_only)
+            and _same_setup(r, limits, accelerator, a.iters, _read_for(r.backend, reading), a.concurrent)]
+
+
 def _stop(signum, frame):
     raise KeyboardInterrupt  # the runner stops the training, its monitor and its cgroup
 
@@ -153,8 +165,7 @@ def main(argv=None):
         if a.concurrent < 1:
             raise datasets.SourceError("--concurrent must be at least 1")
         reading = read_choice(a)
-        done = {(r.backend, r.cache, r.repeat) for r in recorded(a.out, a.dataset)
-                if r.ok and _same_setup(r, limits, accelerator, a.iters, _read_for(r.backend, reading), a.concurrent)}
+        done = {(r.backend, r.cache, r.repeat) for r in recorded_runs(a)}
         cells = plan(a.dataset, a.backend, a.cache, a.repeats)
         _check_read_flags(cells, reading)
         missing = sorted({b for b, _, _ in cells if build.load_manifest(Path(a.data) / a.dataset, b) is None})

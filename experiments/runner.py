@@ -89,9 +89,26 @@ def environment():
            "kernel": platform.release(), "cpu_model": _cpu_model(), "cpu_cores": os.cpu_count(),
            "memory_bytes": psutil.virtual_memory().total, "python": platform.python_version(),
            "cgroup": cgroup.version(), "image_decoder": toolchain.image_decoder(),
-           "proactive_reclaim": cache.proactive_reclaim()}
+           "proactive_reclaim": cache.proactive_reclaim(), "container": container()}
     env.update(_gpu_info())
     return env
+
+
+IMAGE_DESCRIPTION = Path("/etc/imgstore-image")  # written by the Dockerfile
+
+
+def container():
+    """None on a host; inside this project's Docker image, what the image says it was built
+    from (base, pip source, Caffe build). A container may not drop caches or write cgroups."""
+    if not Path("/.dockerenv").exists() and not IMAGE_DESCRIPTION.exists():
+        return None
+    found = {"kind": "docker" if Path("/.dockerenv").exists() else "unknown"}
+    if IMAGE_DESCRIPTION.exists():
+        for line in IMAGE_DESCRIPTION.read_text().splitlines():
+            key, _, value = line.partition("=")
+            if key:
+                found[key.strip()] = value.strip()
+    return found
 
 
 def _cpu_model():
@@ -259,6 +276,8 @@ def _record(run, run_id, training, shared, concurrent):
     started = datetime.fromtimestamp(training.started)
     timed = caffe_log.timing(parsed, run.compute, run.settings.max_iter, run.settings.test_iter)
     au = timed.pop("au")
+    if parsed["failovers"]:  # this solver's reader saw a Redis master fail over to its replica
+        shared = dict(shared, location=dict(shared["location"] or {}, failovers=parsed["failovers"]))
     record = Record(
         run_id=run_id, **shared, status="ok" if rc == 0 and parsed["done"] else "failed", returncode=rc,
         iterations=parsed["last_iteration"], wall_seconds=round(training.wall, 3),

@@ -160,6 +160,7 @@ def test_a_node_killed_during_training_stops_it_within_seconds_naming_the_node(r
         assert time.time() - started < 15
         assert p.returncode != 0 and "done" not in out
         assert f"Redis node 127.0.0.1:{running.port + 1}" in err and "cifar10:test:" in err
+        assert "the cluster has no replica of it to take over" in err
     finally:
         if p.poll() is None:
             p.kill()

@@ -1,0 +1,252 @@
+#!/usr/bin/env python3
+"""How many accelerators one host keeps fed, from the records of runs with several solvers at
+once (benchmarks/capacity.py, or run.py --concurrent N): per dataset, setup, backend and cache,
+the group AU at each N (the mean of its solvers' AU; median over runs) and the largest N whose
+median is >= 0.90, with the runs behind it; and the data path's images per second per core
+(train images delivered over the CPU seconds of the threads that read and transform them;
+the emulated compute sleeps), the figure that carries to a host with more cores.
+
+  python analysis/capacity.py results/ci-2core-capacity [--out DIR]
+
+Writes DIR/capacity.md and DIR/fig_capacity_DATASET.png (default DIR: RESULTS/report).
+"""
+import argparse
+import signal
+import statistics
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from analysis import readme  # noqa: E402
+from analysis.report import pyplot, save  # noqa: E402
+from data_prep import backends, datasets  # noqa: E402
+from experiments import proctrack  # noqa: E402
+from experiments.record import load  # noqa: E402
+
+THRESHOLD = 0.90
+README_BEGIN = "<!-- capacity tables: written by analysis/capacity.py RESULTS --readme -->"
+README_END = "<!-- end of capacity tables -->"
+
+
+def solvers(r):
+    return (r.concurrent or {}).get("solvers", 1)
+
+
+def setup_of(r):
+    """What the runs at every N of one curve share: the setup without the number of solvers,
+    and the iterations each solver trained."""
+    return r.setup(solvers=False) + (f"max_iter {r.iterations_setting or 'stock'}",)
+
+
+def group_aus(records):
+    """{group id: (the group's AU, how many of its solvers failed)} over groups whose every
+    solver has a record. The group's AU is the mean of its solvers' (MLPerf Storage's AU of a
+    client); a solver that failed (LevelDB: its lock, held by another solver) fed no
+    accelerator and counts 0."""
+    members = {}
+    for r in records:
+        members.setdefault((r.concurrent or {}).get("group", r.run_id), []).append(r)
+    found = {}
+    for group, rs in members.items():
+        if len(rs) == solvers(rs[0]):
+            aus = [r.au if r.ok and r.au is not None else 0.0 for r in rs]
+            found[group] = (statistics.fmean(aus), sum(1 for r in rs if not r.ok))
+    return found
+
+
+def curves(records):
+    """{(dataset, setup, backend, cache): {N: [group AU of each run]}}, setup without the
+    number of solvers."""
+    cells = {}
+    for r in records:
+        cells.setdefault((r.dataset, setup_of(r), r.backend, r.cache, solvers(r)), []).append(r)
+    found = {}
+    for (dataset, setup, backend, cache, n), rs in cells.items():
+        aus = sorted(au for au, _ in group_aus(rs).values())
+        if aus:
+            found.setdefault((dataset, setup, backend, cache), {})[n] = aus
+    return found
+
+
+def failed_solvers(records):
+    """How many solvers failed, over all runs of these records."""
+    return sum(1 for r in records if not r.ok)
+
+
+def run_log(results, run_dir, packed={}):
+    """A run's caffe.log: in its folder, or in DATASET/runs.tar.xz where a results folder
+    committed its run folders packed ("" when neither has it)."""
+    log = results / run_dir / "caffe.log"
+    if log.is_file():
+        return log.read_text(errors="replace")
+    dataset = Path(run_dir).parts[0] if run_dir else ""
+    tar = results / dataset / "runs.tar.xz"
+    if tar.is_file() and tar not in packed:
+        import tarfile
+        with tarfile.open(tar) as t:
+            packed[tar] = {m.name: t.extractfile(m).read().decode(errors="replace")
+                           for m in t.getmembers() if m.name.endswith("/caffe.log")}
+    return packed.get(tar, {}).get(str(Path(*Path(run_dir).parts[1:]) / "caffe.log"), "")
+
+
+def failure_causes(records, results):
+    """Why solvers failed, in words, most common first: the first fatal line of the solver's
+    log, or else the signal that killed it (SIGKILL: the kernel's OOM killer, as a rule)."""
+    import collections
+    causes = collections.Counter()
+    for r in records:
+        if r.ok:
+            continue
+        text = run_log(Path(results), r.run_dir or "")
+        fatal = next((line.split("] ", 1)[-1] for line in text.splitlines() if line.startswith("F")), None)
+        if fatal is None and r.returncode is not None and r.returncode < 0:
+            fatal = f"killed by {signal.Signals(-r.returncode).name}"
+        causes[(fatal or f"exit {r.returncode}").split(" /")[0][:80]] += 1  # no paths: one cause, one line
+    return [f"{n} x {cause}" for cause, n in causes.most_common()]
+
+
+def largest_n(by_n):
+    """(N, its runs, N + 1's runs or None): the largest N measured with median >= 0.90 below
+    which every measured N also held; (0, None, N = 1's runs) when one solver already fails."""
+    held = 0
+    for n in sorted(by_n):
+        if statistics.median(by_n[n]) < THRESHOLD:
+            break
+        held = n
+    return held, by_n.get(held), by_n.get(held + 1)
+
+
+def data_path_cpu(r):
+    """CPU seconds of the threads that read and transform the records: Caffe's prefetch thread
+    (and LMDB's read-ahead) for Data and ImageData; the solver thread for HDF5Data and
+    MemoryData, which read on it (that count includes the net's set-up: a bound from above)."""
+    threads = (r.process or {}).get("thread_cpu_seconds") or {}
+    prefetch = threads.get(proctrack.PREFETCH, 0) + threads.get(proctrack.READ_AHEAD, 0)
+    return prefetch if prefetch > 0 else threads.get(proctrack.SOLVER)
+
+
+def images_per_core_second(records):
+    """Train images delivered per CPU second of the data path (data_path_cpu), over the records."""
+    images = cpu = 0.0
+    for r in records:
+        seconds = data_path_cpu(r)
+        if r.ok and seconds and r.iterations:
+            images += r.iterations * datasets.get(r.dataset).model.batch
+            cpu += seconds
+    return images / cpu if cpu else None
+
+
+def table(records):
+    rows = ["| dataset | setup | backend | cache | largest N at AU >= 0.90 | its group AU (median, n) | "
+            "N + 1 (median, n) | Ns measured | images/s per core | failures |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for (dataset, setup, backend, cache), by_n in sorted(curves(records).items(), key=_order):
+        n, at, above = largest_n(by_n)
+        confirmed = above is not None and (at is not None or n == 0)
+        mine = [r for r in records if (r.dataset, setup_of(r), r.backend, r.cache) == (dataset, setup, backend, cache)]
+        rate = images_per_core_second(mine)
+        rows.append(f"| {dataset} | {' / '.join(setup)} | {backend} | {cache} | "
+                    f"{n}{'' if confirmed else ' (not bracketed)'} | {_cell(at)} | {_cell(above)} | "
+                    f"{', '.join(map(str, sorted(by_n)))} | {f'{rate:,.0f}' if rate else '-'} |"
+                    + (f" {failed_solvers(mine)} solvers failed |" if failed_solvers(mine) else " |"))
+    return "\n".join(rows) + "\n"
+
+
+def compact(records, results=None):
+    """Per dataset and setup, one row per backend: the largest N warm and cold with the median
+    group AU at N and at N + 1 (runs), and images/s per core (README)."""
+    found = curves(records)
+    out = []
+    for dataset, setup in sorted({(k[0], k[1]) for k in found}):
+        n_runs = sorted({len(v) for k, by_n in found.items() if k[:2] == (dataset, setup) for v in by_n.values()})
+        out += [f"{datasets.get(dataset).label} on {' / '.join(setup)}; n = {n_runs[0]}..{n_runs[-1]} runs per N:", "",
+                "| backend | warm: largest N | AU at N / N + 1 | cold: largest N | AU at N / N + 1 | images/s per core (warm, cold) |",
+                "|---|---|---|---|---|---|"]
+        for backend in backends.REGISTRY:
+            cells, rates = [], []
+            for cache in ("warm", "cold"):
+                by_n = found.get((dataset, setup, backend, cache))
+                mine = [r for r in records if (r.dataset, setup_of(r), r.backend, r.cache) == (dataset, setup, backend, cache)]
+                rate = images_per_core_second(mine)
+                rates.append(f"{rate:,.0f}" if rate else "-")
+                if not by_n:
+                    cells += ["-", "-"]
+                    continue
+                n, at, above = largest_n(by_n)
+                bracketed = above is not None
+                failed = "; ".join(failure_causes(mine, results)) if results else failed_solvers(mine)
+                cells += [(f"**{n}**" if bracketed else f">= {n} (the largest N run)")
+                          + (f" (solvers failed: {failed})" if failed else ""),
+                          f"{_median(at)} / {_median(above)}"]
+            if any(c != "-" for c in cells):
+                out.append(f"| {backend} | {' | '.join(cells)} | {', '.join(rates)} |")
+        out.append("")
+    return "\n".join(out)
+
+
+def _median(aus):
+    return f"{statistics.median(aus):.2f}" if aus else "-"
+
+
+def _cell(aus):
+    return f"{statistics.median(aus):.3f} ({len(aus)})" if aus else "-"
+
+
+def _order(item):
+    (dataset, setup, backend, cache), _ = item
+    names = list(backends.REGISTRY)
+    return (dataset, setup, names.index(backend) if backend in names else len(names), cache)
+
+
+def figure(records, dataset, out):
+    found = {k: v for k, v in curves(records).items() if k[0] == dataset}
+    if not found:
+        return None
+    setups = sorted({k[1] for k in found})
+    plt = pyplot()
+    fig, axes = plt.subplots(1, len(setups), figsize=(6.5 * len(setups), 4.4), squeeze=False)
+    colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for ax, setup in zip(axes[0], setups):
+        for (ds, s, backend, cache), by_n in sorted(found.items(), key=_order):
+            if s != setup:
+                continue
+            ns = sorted(by_n)
+            colour = colours[list(backends.REGISTRY).index(backend) % len(colours)]
+            ax.plot(ns, [100 * statistics.median(by_n[n]) for n in ns], marker="o", color=colour,
+                    linestyle="-" if cache == "warm" else "--", label=f"{backend} {cache}")
+        ax.axhline(100 * THRESHOLD, color="grey", linewidth=0.8)
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("solvers at once, each its own accelerator (N)")
+        ax.set_ylabel("group AU, % (median over runs)")
+        ax.set_ylim(0, 105)
+        n_runs = sorted({len(v) for k, by_n in found.items() if k[1] == setup for v in by_n.values()})
+        ax.set_title(f"{' / '.join(setup)}\nn = {n_runs[0]}..{n_runs[-1]} runs per point", fontsize=8)
+        ax.legend(fontsize=7)
+    fig.suptitle(f"{datasets.get(dataset).label}: how many accelerators one host feeds (line: AU 90%)")
+    path = Path(out) / f"fig_capacity_{dataset}.png"
+    save(fig, path)
+    return path
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("results", type=Path)
+    p.add_argument("--out", type=Path)
+    p.add_argument("--readme", action="store_true", help="also write the compact tables into README.md")
+    a = p.parse_args(argv)
+    out = a.out or a.results / "report"
+    out.mkdir(parents=True, exist_ok=True)
+    records = load(sorted(a.results.glob("*/records.jsonl")))
+    (out / "capacity.md").write_text(table(records))
+    print((out / "capacity.md").read_text())
+    if a.readme:
+        readme.replace_block(README_BEGIN, README_END, compact(records, a.results) + f"\n(records: `{a.results}`)\n")
+    for dataset in sorted({r.dataset for r in records}):
+        path = figure(records, dataset, out)
+        if path:
+            print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,122 @@
+#!/usr/bin/env python3
+"""How many accelerators can one host keep fed from this storage? MLPerf Storage's per-client
+question, asked of Caffe's backends.
+
+N solvers train at once on the same artifact (run.py --concurrent N), each with its own
+emulated accelerator; the host holds at N when the group's accelerator utilisation is at
+least 0.90. The group's AU is the mean of its solvers' AU (MLPerf Storage's AU of a client: the
+accelerators' compute time over the run's time, all accelerators together). The sweep doubles
+N from 1 until the group falls below 0.90, bisects, then repeats the runs at the answer N and
+at N + 1 until each has --confirm runs and the answer holds on their medians.
+
+  python benchmarks/capacity.py mnist lmdb warm                        # emulated H100
+  python benchmarks/capacity.py mnist lmdb,leveldb,images cold --max 32
+  python benchmarks/capacity.py imagenet lmdb cold --profile paper2016 --iters 40
+  python benchmarks/capacity.py cifar10 lmdb warm --lmdb-read coalesced   # any run.py option
+
+Each run is an ordinary record in results/DATASET/records.jsonl (concurrent.solvers = N); runs
+already recorded for the same setup are reused, so a sweep stopped half-way resumes where it
+was. analysis/capacity.py draws AU against N and tabulates the answers from those records.
+Emulated solvers mostly wait, so many fit on few cores: what runs out is the data path's CPU
+and the storage, which are real.
+"""
+import argparse
+import statistics
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from analysis import capacity  # noqa: E402
+from data_prep import datasets  # noqa: E402
+from experiments import run  # noqa: E402
+
+THRESHOLD = capacity.THRESHOLD
+
+
+class Sweep:
+    """The runs of one backend x cache at growing N, through run.py, and what they gave."""
+
+    def __init__(self, run_args, log=print):
+        self.run_args, self.log = run_args, log
+        self.backend, self.cache = run_args[1], run_args[2]
+        self.seen = {}  # N: sorted group AUs
+
+    def aus_at(self, n, runs):
+        """At least `runs` group AUs at N (running those not yet recorded)."""
+        args = self.run_args + ["--concurrent", str(n), "--repeats", str(runs), "--quiet"]
+        rc = run.main(args)
+        if rc != 0:
+            raise SystemExit(f"run.py {' '.join(args)} failed (exit {rc})")
+        mine = [r for r in run.recorded_runs(run.parser().parse_args(args), ok_only=False)
+                if (r.backend, r.cache) == (self.backend, self.cache)]
+        groups = capacity.group_aus(mine).values()
+        aus = sorted(au for au, _ in groups)
+        failed = sum(f for _, f in groups)
+        self.seen[n] = aus
+        self.log(f"  N = {n:3d}: group AU {', '.join(f'{a:.3f}' for a in aus)} "
+                 f"(median {statistics.median(aus):.3f}, n = {len(aus)})"
+                 + (f"; {failed} solvers failed (counted AU 0; their logs say why)" if failed else ""))
+        return aus
+
+    def holds(self, n, runs=1):
+        return n == 0 or statistics.median(self.aus_at(n, runs)) >= THRESHOLD
+
+    def largest_n(self, max_n, confirm):
+        """The largest N whose median group AU is >= 0.90 with N + 1's below, both on
+        `confirm` runs; max_n (confirmed) when even that holds."""
+        held, failed = 0, None
+        n = 1
+        while n <= max_n:  # doubling
+            if not self.holds(n):
+                failed = n
+                break
+            held, n = n, n * 2
+        if failed is None:  # held at every doubling up to max_n: try max_n itself
+            failed = max_n if held < max_n and not self.holds(max_n) else max_n + 1
+            held = held if failed == max_n else max_n
+        while failed - held > 1:  # bisecting
+            mid = (held + failed) // 2
+            held, failed = (mid, failed) if self.holds(mid) else (held, mid)
+        while True:  # confirming on `confirm` runs at both ends
+            if not self.holds(held, confirm):
+                held, failed = held - 1, held
+            elif failed <= max_n and self.holds(failed, confirm):
+                held, failed = failed, failed + 1
+            else:
+                return held
+
+
+def parser():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("dataset", choices=list(datasets.REGISTRY))
+    p.add_argument("backends", help="one backend or a comma-separated list (each swept on its own)")
+    p.add_argument("cache", choices=["warm", "cold"])
+    p.add_argument("--max", type=int, default=64, help="the largest N tried (default %(default)s)")
+    p.add_argument("--confirm", type=int, default=3,
+                   help="runs at the answer N and at N + 1 (default %(default)s)")
+    p.add_argument("--iters", type=int,
+                   help="max_iter of every solver (default: the dataset's quick-matrix iterations)")
+    return p
+
+
+def main(argv=None):
+    a, run_options = parser().parse_known_args(argv)
+    iters = a.iters or datasets.get(a.dataset).quick_iters
+    answers = {}
+    for backend in a.backends.split(","):
+        print(f"{a.dataset} {backend} {a.cache}: N solvers at once, {iters} iterations each "
+              f"{' '.join(run_options)}", file=sys.stderr)
+        sweep = Sweep([a.dataset, backend, a.cache, "--iters", str(iters), "--test-interval", str(iters)]
+                      + run_options, log=lambda m: print(m, file=sys.stderr))
+        answers[backend] = (sweep.largest_n(a.max, a.confirm), sweep.seen)
+    print(f"\n{a.dataset} {a.cache}: the largest N at group AU >= {THRESHOLD:.2f} (median of runs)")
+    for backend, (n, seen) in answers.items():
+        above = f"; at N = {n + 1}: {statistics.median(seen[n + 1]):.3f} (n = {len(seen[n + 1])})" if n + 1 in seen else ""
+        at = f"{statistics.median(seen[n]):.3f} (n = {len(seen[n])})" if n in seen else "-"
+        print(f"  {backend:8} N = {n:3d}{'+' if n == a.max and above == '' else ' '}  at N: {at}{above}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
