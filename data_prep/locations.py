@@ -58,6 +58,11 @@ class Location:
         return {o.name: description[o.recorded_as] for o in cls.options
                 if (description or {}).get(o.recorded_as) is not None}
 
+    def explain(self, log_text):
+        """What a failed run's log cannot say about this location (e.g. which server stands
+        behind an address it names), or None."""
+        return None
+
     def close(self):
         pass
 

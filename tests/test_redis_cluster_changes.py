@@ -226,3 +226,42 @@ def test_servers_state_their_security_settings(own):
     for n in cluster.nodes():
         for setting in ("enable-debug-command", "enable-protected-configs", "enable-module-command"):
             assert n.config_get(setting)[setting] == "no"
+
+
+def test_a_silent_node_behind_the_proxy_is_named_not_just_the_proxy(own, tmp_path, capsys):
+    """Reached through the delay proxy, Caffe can only name the proxy's port; the run's report
+    names the node behind it and its log. The node is stopped (SIGSTOP) once training runs."""
+    import signal
+    import threading
+    import time
+    from experiments import run
+    from experiments.record import recorded
+    cluster, dest = own
+    victim = 1
+
+    def silence_a_node_then_wake_it():
+        pid, deadline = cluster.server_pids()[victim], time.time() + 120
+        while time.time() < deadline:
+            logs = list((tmp_path / "cifar10" / "runs").glob("*/caffe.log"))
+            if logs and ", loss = " in logs[0].read_text(errors="replace"):  # training has begun
+                os.kill(pid, signal.SIGSTOP)
+                break
+            time.sleep(0.05)
+        while time.time() < deadline and "no reply for" not in logs[0].read_text(errors="replace"):
+            time.sleep(0.05)
+        os.kill(pid, signal.SIGCONT)
+    thread = threading.Thread(target=silence_a_node_then_wake_it)
+    cluster.start(2)
+    try:
+        thread.start()
+        run.main(["cifar10", "redis", "warm", "--rtt", "2ms", "--iters", "3000", "--accelerator", "5ms", "--quiet",
+                  "--data", str(dest.parent), "--out", str(tmp_path)])
+    finally:
+        thread.join()
+        cluster.start()  # reached directly again
+    [record] = recorded(tmp_path, "cifar10")
+    assert not record.ok
+    err = capsys.readouterr().err
+    proxy, node = cluster.proxy_ports()[victim], cluster.node_ports()[victim]
+    assert f"127.0.0.1:{proxy} in Caffe's log is the delay proxy in front of Redis node {victim} " \
+           f"(127.0.0.1:{node}" in err

@@ -280,6 +280,18 @@ class RedisClusterLocation(locations.Location):
         return dict(self.cluster.describe(), kind=self.name, root=str(self.cluster.root),
                     load_seconds=self.load_seconds, servers=servers)
 
+    def explain(self, log_text):
+        """Caffe names the address it reached; through the delay proxy that is the proxy's
+        port: say which node stands behind it."""
+        import re
+        proxies = dict(zip(self.cluster.proxy_ports(), enumerate(self.cluster.node_ports())))
+        for port in sorted({int(p) for p in re.findall(r"127\.0\.0\.1:(\d+)", log_text)}):
+            if port in proxies:
+                i, node_port = proxies[port]
+                return (f"127.0.0.1:{port} in Caffe's log is the delay proxy in front of Redis node {i} "
+                        f"(127.0.0.1:{node_port}; its log: {self.cluster.node_dir(i) / 'redis.log'})")
+        return None
+
     def close(self):
         if self.found is not None:
             self.cluster.start(self.found[0])  # as it was found: running, reached as before
