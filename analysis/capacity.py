@@ -11,7 +11,10 @@ the emulated compute sleeps), the figure that carries to a host with more cores.
 Writes DIR/capacity.md and DIR/fig_capacity_DATASET.png (default DIR: RESULTS/report).
 """
 import argparse
+import collections
+import functools
 import signal
+import tarfile
 import statistics
 import sys
 from pathlib import Path
@@ -74,26 +77,29 @@ def failed_solvers(records):
     return sum(1 for r in records if not r.ok)
 
 
-def run_log(results, run_dir, packed={}):
+def run_log(results, run_dir):
     """A run's caffe.log: in its folder, or in DATASET/runs.tar.xz where a results folder
     committed its run folders packed ("" when neither has it)."""
     log = results / run_dir / "caffe.log"
     if log.is_file():
         return log.read_text(errors="replace")
-    dataset = Path(run_dir).parts[0] if run_dir else ""
-    tar = results / dataset / "runs.tar.xz"
-    if tar.is_file() and tar not in packed:
-        import tarfile
-        with tarfile.open(tar) as t:
-            packed[tar] = {m.name: t.extractfile(m).read().decode(errors="replace")
-                           for m in t.getmembers() if m.name.endswith("/caffe.log")}
-    return packed.get(tar, {}).get(str(Path(*Path(run_dir).parts[1:]) / "caffe.log"), "")
+    dataset, *rest = Path(run_dir).parts or ("",)
+    return _packed_logs(results / dataset / "runs.tar.xz").get(str(Path(*rest, "caffe.log")), "")
+
+
+@functools.lru_cache(maxsize=None)
+def _packed_logs(tar):
+    """{runs/ID/caffe.log: its text} of a packed folder of runs (read once)."""
+    if not tar.is_file():
+        return {}
+    with tarfile.open(tar) as t:
+        return {m.name: t.extractfile(m).read().decode(errors="replace")
+                for m in t.getmembers() if m.name.endswith("/caffe.log")}
 
 
 def failure_causes(records, results):
     """Why solvers failed, in words, most common first: the first fatal line of the solver's
     log, or else the signal that killed it (SIGKILL: the kernel's OOM killer, as a rule)."""
-    import collections
     causes = collections.Counter()
     for r in records:
         if r.ok:
@@ -236,7 +242,7 @@ def main(argv=None):
     a = p.parse_args(argv)
     out = a.out or a.results / "report"
     out.mkdir(parents=True, exist_ok=True)
-    records = load(sorted(a.results.glob("*/records.jsonl")))
+    records = load([a.results])
     (out / "capacity.md").write_text(table(records))
     print((out / "capacity.md").read_text())
     if a.readme:
