@@ -199,6 +199,32 @@ def test_an_incomplete_data_set_is_refused_then_rewritten(scratch, tmp_path):
         c.close()
 
 
+def test_values_larger_than_a_read_and_holding_crlf_come_out_whole_and_in_order(scratch, tmp_path):
+    """The reader parses replies where read() put them (patch 0012): a value of several reads
+    (480 KB against 256 KB per read), bytes that look like protocol (CR LF, '$', '-') inside it,
+    two passes with the wrap-around, few and many requests in flight."""
+    import caffe
+    from caffe import layers as L, params as P
+    from caffe.proto import caffe_pb2
+    from data_prep.backends import redis_store
+    rng = np.random.default_rng(7)
+    images = [rng.integers(0, 256, (3, 400, 400), dtype=np.uint8) for _ in range(6)]
+    images[1][0, 0, :7] = list(b"\r\n$-1\r\n")
+    with redis_store._Writer(scratch, "big:train", overwrite=True) as w:
+        for i, image in enumerate(images):
+            d = caffe_pb2.Datum(channels=3, height=400, width=400, data=image.tobytes(), label=i)
+            w.add((f"{i:08d}", d.SerializeToString()))
+    for depth in (1, 4, 64):
+        n = caffe.NetSpec()
+        n.data, n.label = L.Data(batch_size=1, ntop=2, source=scratch.source("big:train"), backend=P.Data.REDIS,
+                                 prefetch_depth=depth)
+        (tmp_path / "big.prototxt").write_text(str(n.to_proto()))
+        got = batches(tmp_path / "big.prototxt", 2 * len(images))
+        for k, (data, labels) in enumerate(got):
+            assert labels[0] == k % len(images), depth
+            assert np.array_equal(data[0], images[k % len(images)].astype(np.float32)), (depth, k)
+
+
 def test_a_full_server_gives_a_clear_error_and_no_marker(scratch):
     from data_prep import build
     running, data_root = scratch, scratch.root.parent

@@ -1,0 +1,142 @@
+#!/usr/bin/env python3
+"""The CPU Caffe's data-prefetch thread spends per record read from Redis, against the same
+records read from the local LMDB (page cache warm): #22's goal, Redis <= 1.5x LMDB.
+
+The same Data layer (same records, same transformer) reads the data set from LMDB, from the
+cluster directly, and through the delay proxy at --rtt ms. Each cell runs in its own process:
+forward passes until the prefetch queue is in its steady state, then the prefetch thread's
+CPU seconds ("caffe-prefetch", caffe/patches/0010) over --records records. The servers' CPU
+per record (all redis-server processes, and the proxy's) is printed beside it. Rounds are
+interleaved (LMDB, direct, proxied, LMDB, ...) so that noise on a shared machine falls on
+every cell alike; medians and the spread over rounds are printed.
+
+  python benchmarks/redis_reader.py [--datasets cifar10,imagenet] [--rounds 3] [--rtt 10]
+"""
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import toolchain  # noqa: E402
+from benchmarks import redis_path  # noqa: E402
+from data_prep import build, datasets  # noqa: E402
+from data_prep.backends import redis_store  # noqa: E402
+from experiments import runner  # noqa: E402
+
+RECORDS = {"mnist": 60000, "cifar10": 50000, "imagenet": 3000}
+
+MEASURE = """
+import os, sys, time, caffe
+net = caffe.Net(sys.argv[1], caffe.TEST)
+batch, records = net.blobs["data"].num, int(sys.argv[2])
+def prefetch_cpu():
+    total = 0
+    for tid in os.listdir("/proc/self/task"):
+        with open(f"/proc/self/task/{tid}/comm") as f:
+            if f.read().strip() != "caffe-prefetch":
+                continue
+        with open(f"/proc/self/task/{tid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        total += int(fields[11]) + int(fields[12])  # utime + stime, clock ticks
+    return total / os.sysconf("SC_CLK_TCK")
+for _ in range(20):  # the prefetched batches drained, Redis' window grown
+    net.forward()
+cpu, wall, n = prefetch_cpu(), time.time(), 0
+while n * batch < records:
+    net.forward()
+    n += 1
+print(prefetch_cpu() - cpu, n * batch, time.time() - wall)
+"""
+
+
+def process_cpu(pids):
+    """CPU seconds of these processes so far (None for a pid that is gone)."""
+    import psutil
+    total = 0.0
+    for pid in pids:
+        if pid:
+            t = psutil.Process(pid).cpu_times()
+            total += t.user + t.system
+    return total
+
+
+def measure(net, records, cluster):
+    servers = cluster.server_pids() + [cluster.proxy_pid()]
+    before = process_cpu(servers)
+    p = subprocess.run([str(toolchain.PYTHON), "-c", MEASURE, str(net), str(records)], capture_output=True,
+                       text=True, timeout=900)
+    if p.returncode != 0:
+        raise RuntimeError(f"the measuring net {net} failed:\n{p.stderr[-3000:]}")
+    cpu, n, wall = (float(x) for x in p.stdout.split()[-3:])
+    return {"prefetch_us": cpu / n * 1e6, "servers_us": (process_cpu(servers) - before) / n * 1e6,
+            "images_per_s": n / wall, "records": n}
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--datasets", default="cifar10,imagenet")
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--rtt", type=float, default=10.0, help="round trip added by the delay proxy, ms")
+    p.add_argument("--depth", type=int, default=128, help="Redis requests in flight (prefetch_depth)")
+    p.add_argument("--records", type=int, help="records per cell (default: one pass of the train split, "
+                                               "3,000 for ImageNet)")
+    p.add_argument("--data", default=str(runner.ROOT / "data"))
+    p.add_argument("--json", type=Path, help="also write every round's cells here")
+    a = p.parse_args(argv)
+    cluster = redis_store.cluster_of(Path(a.data) / "any" / "redis")
+    tmp = Path(tempfile.mkdtemp(prefix="redis-reader-"))
+    rounds = {}
+    try:
+        for name in a.datasets.split(","):
+            ds = datasets.get(name)
+            for backend in ("lmdb", "redis"):
+                if build.load_manifest(Path(a.data) / name, backend) is None:
+                    build.prepare(name, [backend], a.data, log=lambda m: print(m, file=sys.stderr))
+            records = a.records or RECORDS[name]
+            lmdb = Path(a.data) / name / "lmdb" / "train_lmdb"
+            nets = {"lmdb": redis_path.net_file(tmp / f"{name}-lmdb.prototxt", cluster, None, ds, 0, False, lmdb)}
+            for cell in ("direct", f"{a.rtt:g} ms"):
+                nets[cell] = redis_path.net_file(tmp / f"{name}-{cell.split()[0]}.prototxt", cluster,
+                                                 f"{name}:train", ds, a.depth, False)
+            for r in range(a.rounds):
+                for cell, net in nets.items():
+                    cluster.start(None if cell in ("lmdb", "direct") else a.rtt)
+                    got = measure(net, records, cluster)
+                    rounds.setdefault(f"{name}/{cell}", []).append(got)
+                    print(f"round {r + 1} {name:<9} {cell:<7} prefetch thread {got['prefetch_us']:7.1f} us/record, "
+                          f"servers {got['servers_us']:6.1f} us/record, {got['images_per_s']:8,.0f} images/s",
+                          file=sys.stderr, flush=True)
+    finally:
+        cluster.stop()
+    report(rounds, a)
+    if a.json:
+        a.json.write_text(json.dumps({"rounds": rounds, "rtt_ms": a.rtt, "depth": a.depth,
+                                      "batch": redis_path.BATCH, "machine": runner.environment()}, indent=1))
+    return 0
+
+
+def spread(values):
+    return f"{statistics.median(values):7.1f} [{min(values):.1f}-{max(values):.1f}]"
+
+
+def report(rounds, a):
+    print(f"\nCPU per record (us), median [min-max] of {a.rounds} rounds, batch {redis_path.BATCH}, "
+          f"{a.depth} requests in flight; machine: {runner.environment().get('cpu_model', '?')}")
+    print(f"{'cell':<24}{'prefetch thread':>26}{'Redis servers + proxy':>28}{'ratio to LMDB':>16}")
+    for key, got in rounds.items():
+        name = key.split("/")[0]
+        base = statistics.median(g["prefetch_us"] for g in rounds[f"{name}/lmdb"])
+        mine = statistics.median(g["prefetch_us"] for g in got)
+        print(f"{key:<24}{spread([g['prefetch_us'] for g in got]):>26}"
+              f"{spread([g['servers_us'] for g in got]) if 'lmdb' not in key else '-':>28}{mine / base:>15.2f}x")
+    print("goal: the prefetch thread's CPU per record from Redis <= 1.5x LMDB's")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
