@@ -58,17 +58,22 @@ def group_aus(records):
     return found
 
 
+def curve_of(r):
+    """The curve a run belongs to: (dataset, setup, backend, cache)."""
+    return r.dataset, setup_of(r), r.backend, r.cache
+
+
 def curves(records):
     """{(dataset, setup, backend, cache): {N: [group AU of each run]}}, setup without the
     number of solvers."""
     cells = {}
     for r in records:
-        cells.setdefault((r.dataset, setup_of(r), r.backend, r.cache, solvers(r)), []).append(r)
+        cells.setdefault(curve_of(r) + (solvers(r),), []).append(r)
     found = {}
-    for (dataset, setup, backend, cache, n), rs in cells.items():
+    for key, rs in cells.items():
         aus = sorted(au for au, _ in group_aus(rs).values())
         if aus:
-            found.setdefault((dataset, setup, backend, cache), {})[n] = aus
+            found.setdefault(key[:4], {})[key[4]] = aus
     return found
 
 
@@ -123,6 +128,11 @@ def largest_n(by_n):
     return held, by_n.get(held), by_n.get(held + 1)
 
 
+def bracketed(by_n):
+    """Whether the answer is known: N + 1 was run (and failed the threshold)."""
+    return largest_n(by_n)[2] is not None
+
+
 def data_path_cpu(r):
     """CPU seconds of the threads that read and transform the records: Caffe's prefetch thread
     (and LMDB's read-ahead) for Data and ImageData; the solver thread for HDF5Data and
@@ -148,11 +158,10 @@ def table(records):
             "N + 1 (median, n) | Ns measured | images/s per core | failures |", "|---|---|---|---|---|---|---|---|---|---|"]
     for (dataset, setup, backend, cache), by_n in sorted(curves(records).items(), key=_order):
         n, at, above = largest_n(by_n)
-        confirmed = above is not None and (at is not None or n == 0)
-        mine = [r for r in records if (r.dataset, setup_of(r), r.backend, r.cache) == (dataset, setup, backend, cache)]
+        mine = [r for r in records if curve_of(r) == (dataset, setup, backend, cache)]
         rate = images_per_core_second(mine)
         rows.append(f"| {dataset} | {' / '.join(setup)} | {backend} | {cache} | "
-                    f"{n}{'' if confirmed else ' (not bracketed)'} | {_cell(at)} | {_cell(above)} | "
+                    f"{n}{'' if bracketed(by_n) else ' (not bracketed)'} | {_cell(at)} | {_cell(above)} | "
                     f"{', '.join(map(str, sorted(by_n)))} | {f'{rate:,.0f}' if rate else '-'} |"
                     + (f" {failed_solvers(mine)} solvers failed |" if failed_solvers(mine) else " |"))
     return "\n".join(rows) + "\n"
@@ -172,16 +181,15 @@ def compact(records, results=None):
             cells, rates = [], []
             for cache in ("warm", "cold"):
                 by_n = found.get((dataset, setup, backend, cache))
-                mine = [r for r in records if (r.dataset, setup_of(r), r.backend, r.cache) == (dataset, setup, backend, cache)]
+                mine = [r for r in records if curve_of(r) == (dataset, setup, backend, cache)]
                 rate = images_per_core_second(mine)
                 rates.append(f"{rate:,.0f}" if rate else "-")
                 if not by_n:
                     cells += ["-", "-"]
                     continue
                 n, at, above = largest_n(by_n)
-                bracketed = above is not None
                 failed = "; ".join(failure_causes(mine, results)) if results else failed_solvers(mine)
-                cells += [(f"**{n}**" if bracketed else f">= {n} (the largest N run)")
+                cells += [(f"**{n}**" if bracketed(by_n) else f">= {n} (the largest N run)")
                           + (f" (solvers failed: {failed})" if failed else ""),
                           f"{_median(at)} / {_median(above)}"]
             if any(c != "-" for c in cells):

@@ -18,6 +18,7 @@ Persistence: data_prep SAVEs every node once a data set is complete; stopping ne
 (SIGTERM with `save ""`), so what a restart loads is always a complete state.
 """
 import argparse
+import json
 import os
 import secrets
 import shutil
@@ -88,7 +89,6 @@ class Cluster:
         self.node_timeout_ms = 5000 if self.replicas else 30000
 
     def _kept_shape(self):
-        import json
         try:
             shape = json.loads((self.root / self.SHAPE).read_text())
             return shape["masters"], shape["replicas"]
@@ -96,7 +96,6 @@ class Cluster:
             return None
 
     def _keep_shape(self):
-        import json
         tmp = self.root / (self.SHAPE + ".partial")
         tmp.write_text(json.dumps({"masters": self.count, "replicas": self.replicas}) + "\n")
         tmp.replace(self.root / self.SHAPE)
@@ -281,6 +280,7 @@ class Cluster:
         """A new cluster: equal slot ranges, one per master, then MEET, then each replica
         follows its master (replica j of master i: node count * (j + 1) + i). A restarted one
         keeps its nodes.conf and needs nothing."""
+        import redis
         clients = self.nodes()
         if any(int(c.execute_command("CLUSTER", "INFO").split("cluster_slots_assigned:")[1].split()[0])
                for c in clients):
@@ -298,7 +298,7 @@ class Cluster:
                 try:
                     c.execute_command("CLUSTER", "REPLICATE", master)
                     break
-                except Exception as e:  # "Unknown node": not yet met
+                except redis.ResponseError as e:  # "Unknown node": not yet met
                     if time.time() > deadline:
                         raise ClusterError(f"replica node {self.count + k} cannot follow master {k % self.count}: {e}")
                     time.sleep(0.1)
@@ -324,7 +324,7 @@ class Cluster:
                 offset = info["master_repl_offset"]
                 behind = [v for k, v in info.items() if k.startswith("slave") and isinstance(v, dict)
                           and (v.get("offset", -1) < offset or v.get("state") != "online")]
-                if len(info) and info.get("connected_slaves", 0) >= self.replicas and not behind:
+                if info.get("connected_slaves", 0) >= self.replicas and not behind:
                     break
                 if time.time() > deadline:
                     raise ClusterError(f"the replicas of 127.0.0.1:{port} did not catch up in {timeout} s")

@@ -51,9 +51,9 @@ def parse(text):
                 passes[-1][2] = _stamp(line)
         m = FAILOVER.search(line)
         if m:
+            at = _stamp(line)
             failovers.append({"node": m.group(1), "served_by": m.group(2), "pause_seconds": float(m.group(3)),
-                              "requests_asked_again": int(m.group(4)),
-                              "at": _stamp(line).isoformat() if _stamp(line) else None})
+                              "requests_asked_again": int(m.group(4)), "at": at.isoformat() if at else None})
         if "Optimization Done" in line:
             done = _stamp(line)
     solver_seconds = _seconds(first, done)
