@@ -250,7 +250,7 @@ def main(argv=None):
     a = p.parse_args(argv)
     out = a.out or a.results / "report"
     out.mkdir(parents=True, exist_ok=True)
-    records = load([a.results])
+    records = [r for r in load([a.results]) if not r.superseded]  # kept, counted nowhere
     (out / "capacity.md").write_text(table(records))
     print((out / "capacity.md").read_text())
     if a.readme:

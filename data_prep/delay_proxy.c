@@ -9,7 +9,11 @@
  * port listens. One thread per direction of a connection: it waits (ppoll) for bytes to read or
  * for the oldest queued chunk to fall due, whichever comes first, and writes chunks when due.
  * With DELAY_MS 0 that is a plain relay, with no hand-off between threads. At most QUEUE_LIMIT
- * bytes wait per direction; beyond, it stops reading (the sender feels a full socket).
+ * bytes wait per direction; beyond, it stops reading (the sender feels a full socket). Writes
+ * never block: a destination that does not read (a trainer busy elsewhere) is waited for with
+ * poll, reading on meanwhile, and its closing is seen at once. A side that closed is not
+ * polled again (its hang-up would wake poll without end); a failed accept (out of descriptors)
+ * is said once and retried every 100 ms, not in a busy loop.
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -67,12 +71,14 @@ static void thread_done(struct connection *c) {
     }
 }
 
-/* Write what is due of the queue; returns -1 when the destination failed. */
+/* Write what is due of the queue without blocking: 0 when all that is due went out, 1 when
+ * the destination's socket is full (wait for POLLOUT), -1 when the destination failed. */
 static int write_due(struct direction *d, struct chunk **head, struct chunk **tail, long *queued) {
     while (*head && (*head)->due_ns <= now_ns()) {
         struct chunk *c = *head;
-        ssize_t n = write(d->to, c->data + c->sent, c->len - c->sent);
+        ssize_t n = send(d->to, c->data + c->sent, c->len - c->sent, MSG_DONTWAIT | MSG_NOSIGNAL);
         if (n < 0 && errno == EINTR) continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return 1;
         if (n <= 0) return -1;
         c->sent += (size_t)n;
         if (c->sent < c->len) continue;
@@ -88,19 +94,25 @@ static void *relay(void *arg) {
     struct direction *d = arg;
     struct chunk *head = NULL, *tail = NULL;
     long queued = 0;
-    int eof = 0;
+    int eof = 0, full = 0;                           /* full: `to` took no more bytes */
     while (!eof || head) {
         struct timespec wait, *until_due = NULL;     /* NULL: nothing queued, wait for bytes */
-        if (head) {
+        if (head && !full) {
             int64_t left = head->due_ns - now_ns();
             if (left < 0) left = 0;
             wait.tv_sec = left / 1000000000;
             wait.tv_nsec = left % 1000000000;
             until_due = &wait;
         }
-        struct pollfd p = {d->from, (eof || queued > QUEUE_LIMIT) ? 0 : POLLIN, 0};
-        if (ppoll(&p, 1, until_due, NULL) < 0 && errno != EINTR) break;
-        if (p.revents) {
+        /* fd -1: not polled (a closed socket's hang-up would return at once, every time) */
+        struct pollfd p[2] = {{(eof || queued > QUEUE_LIMIT) ? -1 : d->from, POLLIN, 0},
+                              {full ? d->to : -1, POLLOUT, 0}};
+        if (ppoll(p, 2, until_due, NULL) < 0 && errno != EINTR) break;
+        if (p[1].revents & (POLLERR | POLLHUP | POLLNVAL)) {  /* the destination is gone */
+            shutdown(d->from, SHUT_RDWR);
+            break;
+        }
+        if (p[0].revents) {
             struct chunk *c = malloc(sizeof(struct chunk) + CHUNK);
             ssize_t n = c ? read(d->from, c->data, CHUNK) : -1;
             if (n <= 0) {
@@ -116,10 +128,12 @@ static void *relay(void *arg) {
                 queued += n;
             }
         }
-        if (write_due(d, &head, &tail, &queued) != 0) {   /* the other side is gone */
+        int wrote = write_due(d, &head, &tail, &queued);
+        if (wrote < 0) {                               /* the other side is gone */
             shutdown(d->from, SHUT_RDWR);
             break;
         }
+        full = wrote == 1;
     }
     while (head) {
         struct chunk *c = head;
@@ -131,13 +145,15 @@ static void *relay(void *arg) {
     return NULL;
 }
 
-static void start_direction(struct connection *conn, struct direction *d, int from, int to) {
+/* 0, or the error of pthread_create */
+static int start_direction(struct connection *conn, struct direction *d, int from, int to) {
     d->from = from;
     d->to = to;
     d->conn = conn;
     pthread_t t;
-    pthread_create(&t, NULL, relay, d);
-    pthread_detach(t);
+    int err = pthread_create(&t, NULL, relay, d);
+    if (err == 0) pthread_detach(t);
+    return err;
 }
 
 static int connect_loopback(int port) {
@@ -155,10 +171,18 @@ struct mapping { int listen_fd, target_port; };
 
 static void *acceptor(void *arg) {
     struct mapping *m = arg;
-    int one = 1;
+    int one = 1, said = 0;
     for (;;) {
         int client = accept(m->listen_fd, NULL, NULL);
-        if (client < 0) continue;
+        if (client < 0) {
+            if (errno == EINTR || errno == ECONNABORTED) continue;
+            if (!said) fprintf(stderr, "delay_proxy: accept on a listening port failed: %s; "
+                               "retrying every 100 ms\n", strerror(errno));
+            said = 1;
+            usleep(100000);
+            continue;
+        }
+        said = 0;
         int server = connect_loopback(m->target_port);
         if (server < 0) {
             fprintf(stderr, "delay_proxy: cannot reach 127.0.0.1:%d: %s\n", m->target_port, strerror(errno));
@@ -168,10 +192,28 @@ static void *acceptor(void *arg) {
         setsockopt(client, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
         setsockopt(server, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
         struct connection *conn = calloc(1, sizeof *conn);
-        conn->threads_left = 2;
-        pthread_mutex_init(&conn->lock, NULL);
-        start_direction(conn, &conn->up, client, server);
-        start_direction(conn, &conn->down, server, client);
+        int err = conn ? 0 : ENOMEM;
+        if (conn) {
+            conn->threads_left = 2;
+            pthread_mutex_init(&conn->lock, NULL);
+            err = start_direction(conn, &conn->up, client, server);
+            if (err) free(conn);
+        }
+        if (err) {
+            fprintf(stderr, "delay_proxy: cannot relay a connection to 127.0.0.1:%d: %s\n",
+                    m->target_port, strerror(err));
+            close(client);
+            close(server);
+            continue;
+        }
+        err = start_direction(conn, &conn->down, server, client);
+        if (err) {  /* the up thread runs: end it, and it closes and frees the connection */
+            fprintf(stderr, "delay_proxy: cannot relay a connection to 127.0.0.1:%d: %s\n",
+                    m->target_port, strerror(err));
+            shutdown(client, SHUT_RDWR);
+            shutdown(server, SHUT_RDWR);
+            thread_done(conn);
+        }
     }
     return NULL;
 }

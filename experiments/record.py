@@ -76,6 +76,11 @@ class Record:
         return self.status == "ok"
 
     @property
+    def superseded(self):
+        """Kept in the records, counted nowhere (experiments/supersede.py says why in `revised`)."""
+        return self.status == "superseded"
+
+    @property
     def mode(self):
         return (self.compute or {}).get("mode")
 

@@ -140,14 +140,14 @@ def _check_read_flags(cells, reading):
 
 
 def recorded_runs(a, ok_only=True):
-    """The records (successful ones only, unless ok_only is False) of a.dataset that ran the
-    setup `a` asks: the same compute, limits, iterations, read and location options, and number
-    of solvers."""
+    """The records of a.dataset that ran the setup `a` asks: the same compute, limits,
+    iterations, read and location options, and number of solvers. Successful ones only, unless
+    ok_only is False; superseded ones never."""
     _, accelerator = compute_choice(a)
     limits = Limits.from_args(a.mem_limit, a.cpus, a.riops, a.rbps, a.profile)
     reading = read_choice(a)
     return [r for r in recorded(a.out, a.dataset)
-            if (r.ok or not ok_only)
+            if (r.ok or not (ok_only or r.superseded))
             and _same_setup(r, limits, accelerator, a.iters, _read_for(r.backend, reading), a.concurrent)]
 
 

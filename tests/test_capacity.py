@@ -22,3 +22,15 @@ def test_each_backend_is_swept_on_its_own_runs(mnist_small, tmp_path):
     table = capacity.table(records)
     assert "| lmdb | warm | 2 (not bracketed) |" in table  # N = 3 never ran: not bracketed
     assert "| images | warm | 0 |" in table
+
+    # superseded runs stay in the records and count nowhere: the sweep runs N = 2 again
+    from experiments.supersede import supersede
+    old = [r.run_id for r in records if r.backend == "lmdb" and capacity.solvers(r) == 2]
+    assert supersede(tmp_path / "mnist" / "records.jsonl", old, "a test") == []
+    assert sweep.main(["mnist", "lmdb", "warm", "--max", "2", "--iters", "100", "--confirm", "2",
+                       "--accelerator", "h100", "--data", str(mnist_small.parent), "--out", str(tmp_path)]) == 0
+    again = recorded(tmp_path, "mnist")
+    assert sorted(r.run_id for r in again if r.superseded) == sorted(old) and len(old) == 4
+    fresh = {r.concurrent["group"] for r in again if r.backend == "lmdb" and capacity.solvers(r) == 2
+             and not r.superseded}
+    assert len(fresh) == 2

@@ -109,6 +109,23 @@ def test_a_data_mdb_changed_while_read_stops_training_with_a_message(databases, 
     assert f"{mdb} changed while open" in err or f"{mdb} ends at byte" in err, err[-2000:]
 
 
+def test_a_data_mdb_read_whole_at_once_is_still_checked_for_change(databases, tmp_path):
+    """MNIST-sized: one read takes the whole file, and no read follows; the walker checks the
+    file at the end of every pass (before: a change went unseen for the whole run)."""
+    copy = tmp_path / "db"
+    shutil.copytree(databases["mnist"], copy)
+    mdb = copy / "data.mdb"
+    assert mdb.stat().st_size < 8 << 20
+    # 1 MiB ahead, under one pass: the records of the second pass come after the walker's check
+    net = net_file(tmp_path / "c.prototxt", copy, 50, lmdb_read="coalesced", lmdb_read_kb=8192, lmdb_ahead_mb=1)
+    p = net_process(net, 120)  # 2.4 passes
+    assert p.stdout.readline().strip() == "ready"
+    os.utime(mdb, (1, 1))
+    out, err = p.communicate("go\n", timeout=60)
+    assert p.returncode != 0 and "done" not in out
+    assert f"{mdb} changed while open" in err, err[-2000:]
+
+
 def test_no_room_ahead_is_refused_not_a_wait_forever(databases, tmp_path):
     """lmdb_ahead_mb: 0 used to hang at net construction: the cursor waited for a record the
     walker would not read without room. Refused by the option's declaration and by Caffe."""

@@ -1,0 +1,143 @@
+"""The delay proxy (data_prep/delay_proxy.c) under the faults a long training run meets: a peer
+that resets, a destination that stops reading, no file descriptors left. Real sockets, the
+compiled proxy, CPU read from /proc."""
+import resource
+import socket
+import struct
+import subprocess
+import threading
+import time
+
+import psutil
+import pytest
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Target:
+    """A TCP server on loopback: accepts, and reads everything (or nothing) from each client."""
+
+    def __init__(self, read=True):
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.port, self.read, self.conns = self.sock.getsockname()[1], read, []
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self):
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            self.conns.append(conn)
+            if self.read:
+                threading.Thread(target=self._drain, args=(conn,), daemon=True).start()
+
+    @staticmethod
+    def _drain(conn):
+        try:
+            while conn.recv(1 << 16):
+                pass
+            conn.close()  # as a server does when its client has gone
+        except OSError:
+            pass
+
+    def close(self):
+        for c in self.conns + [self.sock]:
+            c.close()
+
+
+@pytest.fixture
+def proxy():
+    import toolchain
+    started = []
+
+    def start(delay_ms, target_port, nofile=None):
+        port = free_port()
+        limit = (lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))) if nofile else None
+        p = subprocess.Popen([str(toolchain.delay_proxy()), str(delay_ms), f"{port}:{target_port}"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=limit)
+        started.append(p)
+        assert p.stdout.readline().strip() == "ready"
+        return p, port
+    yield start
+    for p in started:
+        p.kill()
+        p.wait()
+
+
+def cpu_seconds(p):
+    t = psutil.Process(p.pid).cpu_times()
+    return t.user + t.system
+
+
+def test_a_peer_that_reset_is_not_polled_while_its_bytes_wait(proxy):
+    """The old proxy polled a reset socket again and again until the queued bytes fell due:
+    one core busy for the whole delay."""
+    target = Target()
+    p, port = proxy(1500, target.port)
+    c = socket.create_connection(("127.0.0.1", port))
+    c.sendall(b"x" * 1000)
+    time.sleep(0.1)
+    c.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    c.close()  # a reset, with 1,000 bytes still queued in the proxy for 1.5 s
+    before = cpu_seconds(p)
+    time.sleep(1.2)
+    assert cpu_seconds(p) - before < 0.2
+    target.close()
+
+
+def test_no_descriptors_left_is_said_once_and_retried_without_spinning(proxy):
+    target = Target()
+    p, port = proxy(0, target.port, nofile=6)  # 0-2, the listening socket, one connection's two
+    first = socket.create_connection(("127.0.0.1", port))
+    first.sendall(b"ping")
+    second = socket.create_connection(("127.0.0.1", port))  # waits in the backlog: accept fails
+    time.sleep(0.3)
+    before = cpu_seconds(p)
+    time.sleep(1.0)
+    assert cpu_seconds(p) - before < 0.2
+    first.close()  # descriptors free again: the waiting connection is relayed
+    second.sendall(b"hello")
+    deadline = time.time() + 5
+    while len(target.conns) < 2:
+        assert time.time() < deadline, "the connection waiting in the backlog was never relayed"
+        time.sleep(0.05)
+    p.kill()
+    err = p.stderr.read()
+    # once per spell without descriptors (Linux's accept takes the descriptor before it waits, so
+    # a full table fails it at once, with or without a connection waiting): 2 here, not hundreds
+    assert 1 <= err.count("accept on a listening port failed: Too many open files") <= 2, err
+    second.close()
+    target.close()
+
+
+def test_a_destination_that_does_not_read_does_not_stop_the_reading(proxy):
+    """Writes that would block wait in poll: the proxy keeps taking the sender's bytes (up to its
+    64 MiB queue) instead of stalling in write(); the destination closing is seen at once."""
+    target = Target(read=False)
+    p, port = proxy(0, target.port)
+    c = socket.create_connection(("127.0.0.1", port))
+    c.setblocking(False)
+    sent, block, deadline = 0, b"y" * (1 << 20), time.time() + 10
+    while sent < 40 << 20 and time.time() < deadline:
+        try:
+            sent += c.send(block)
+        except BlockingIOError:
+            time.sleep(0.01)
+    assert sent >= 40 << 20, f"the proxy stopped reading after {sent >> 20} MiB"
+    for conn in target.conns:
+        conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        conn.close()
+    c.setblocking(True)
+    c.settimeout(5)  # the proxy closes the sender's side soon: b"" or a reset, not a timeout
+    try:
+        assert c.recv(1) == b""
+    except ConnectionResetError:
+        pass
+    target.close()
