@@ -256,17 +256,18 @@ def cell_means(folder, field="solver_seconds", riops=None):
             for k, v in cells.items()}
 
 
-# What is known to differ between a real H100 cell and its emulation beyond the model; none of
-# these factors has been measured apart yet, so a residual they may explain stays unexplained.
+# What is known to differ between a real H100 cell and its emulation beyond the model; where a
+# factor was measured apart (the decoder), the note says what it showed.
 H100_CAVEATS = {
     "leveldb": "the real run read an unsettled LevelDB (48 MB in 5 files, its log not yet compacted)",
     "images": "decode: the real run used the GPU bundle's minimal OpenCV 4.6 on a 16-core Xeon host, ours "
-              "Debian's OpenCV on this 2-core machine (not measured apart)",
+              "Debian's OpenCV on this 2-core machine",
     "pymem": "the Python driver's start-up and per-iteration set_input_arrays run on the host's CPU (not measured apart)",
 }
 
 
 PRE_CALIBRATION = "results/ci-2core-emulated-h100"  # the same cells on another CI machine, before the fit
+DECODER = "results/ci-2core-decoder/decoder.json"  # benchmarks/decoder.py: the two OpenCV builds, same files
 
 
 def prefetch_us_per_image(folder, dataset, backend, cache):
@@ -281,12 +282,27 @@ def prefetch_us_per_image(folder, dataset, backend, cache):
             (rs[0].environment or {}).get("cpu_model"))
 
 
+def decoder_note(dataset):
+    """What benchmarks/decoder.py measured of the two decoders on this dataset's files, or None."""
+    path = ROOT / DECODER
+    measured = json.loads(path.read_text()) if path.exists() else {"cells": {}}
+    cell = measured["cells"].get(dataset)
+    if not cell:
+        return None
+    n = len(cell["rates"]["debian"])
+    return (f"decoder measured apart ({DECODER}, {n} rounds, {measured['machine']['cpu_model']}): "
+            f"the bundle's build delivers {cell['ratio']:.3f}x Debian's images/s on the same files, so the decoder "
+            "is not the difference")
+
+
 def decode_note(dataset, cache, ours_folder):
     here, before = (prefetch_us_per_image(f, dataset, "images", cache) for f in (ours_folder, PRE_CALIBRATION))
-    if not (here and before):
-        return None
-    return (f"host CPU: the prefetch thread spent {here[0]:.1f} µs per image here ({here[1]}), {before[0]:.1f} on the "
-            f"{before[1]} CI machine of {PRE_CALIBRATION} (same Caffe but patch 0014): the emulation has no host-CPU term")
+    notes = [decoder_note(dataset)]
+    if here and before:
+        notes.append(f"host CPU: the prefetch thread spent {here[0]:.1f} µs per image here ({here[1]}), {before[0]:.1f} "
+                     f"on the {before[1]} CI machine of {PRE_CALIBRATION} (same Caffe but patch 0014): the emulation "
+                     "has no host-CPU term")
+    return "; ".join(n for n in notes if n) or None
 
 
 def h100_caveat(backend, cache, device_mib, decode=None):
