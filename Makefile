@@ -69,7 +69,7 @@ redis-stop:
 # one report per folder of records: results/ (this machine) and results/<machine>/ (committed runs)
 report: setup
 	@for d in results results/*; do \
-	  if compgen -G "$$d/*/records.jsonl*" >/dev/null; then $(PY) analysis/report.py $$d --out $$d/report; fi; \
+	  if compgen -G "$$d/*/records.jsonl" >/dev/null; then $(PY) analysis/report.py $$d --out $$d/report; fi; \
 	done
 
 calibration: venv

@@ -147,34 +147,18 @@ def append(path, record):
         os.fsync(f.fileno())
 
 
-# A folder's records as the runner appends them, and as a committed folder may keep them
-# (xz: a capacity sweep's thousands of records are 10 MB plain). Both are read.
-RECORD_FILES = ("records.jsonl", "records.jsonl.xz")
-
-
-def record_files(folder):
-    """Every DATASET/records.jsonl[.xz] under a results folder."""
-    return sorted(f for name in RECORD_FILES for f in Path(folder).glob(f"*/{name}"))
-
-
-def _text(path):
-    if path.suffix == ".xz":
-        import lzma
-        with lzma.open(path, "rt") as f:
-            return f.read()
-    return path.read_text()
-
-
 def load(paths):
-    """Every record under the given results folders (DATASET/records.jsonl[.xz]) or files."""
+    """Every record under the given results folders (DATASET/records.jsonl) or .jsonl files."""
     records = []
     for p in map(Path, paths):
-        for f in [p] if p.is_file() else record_files(p):
-            for line in _text(f).splitlines():
+        files = [p] if p.is_file() else sorted(p.glob("*/records.jsonl"))
+        for f in files:
+            for line in f.read_text().splitlines():
                 if line.strip():
                     records.append(Record.from_dict(json.loads(line)))
     return records
 
 
 def recorded(results, dataset):
-    return load([f for f in (Path(results) / dataset / name for name in RECORD_FILES) if f.exists()])
+    path = Path(results) / dataset / "records.jsonl"
+    return load([path]) if path.exists() else []
