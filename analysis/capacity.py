@@ -14,9 +14,9 @@ import argparse
 import collections
 import functools
 import signal
-import tarfile
 import statistics
 import sys
+import tarfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from analysis import readme  # noqa: E402
 from analysis.report import pyplot, save  # noqa: E402
 from data_prep import backends, datasets  # noqa: E402
-from experiments import proctrack  # noqa: E402
+from experiments import caffe_log, proctrack  # noqa: E402
 from experiments.record import load  # noqa: E402
 
 THRESHOLD = 0.90
@@ -110,7 +110,7 @@ def failure_causes(records, results):
         if r.ok:
             continue
         text = run_log(Path(results), r.run_dir or "")
-        fatal = next((line.split("] ", 1)[-1] for line in text.splitlines() if line.startswith("F")), None)
+        fatal = next(iter(caffe_log.fatal_messages(text)), None)
         if fatal is None and r.returncode is not None and r.returncode < 0:
             fatal = f"killed by {signal.Signals(-r.returncode).name}"
         causes[(fatal or f"exit {r.returncode}").split(" /")[0][:80]] += 1  # no paths: one cause, one line

@@ -56,7 +56,7 @@ print(prefetch_cpu() - cpu, n * batch, time.time() - wall)
 
 
 def process_cpu(pids):
-    """CPU seconds of these processes so far (None for a pid that is gone)."""
+    """CPU seconds of these processes so far (a None pid, such as no proxy, counts nothing)."""
     import psutil
     total = 0.0
     for pid in pids:

@@ -26,6 +26,11 @@ def _stamp(line):
     return datetime.strptime(date + " " + m.group(2), "%Y%m%d %H:%M:%S.%f")
 
 
+def fatal_messages(text):
+    """The messages of a log's fatal lines (glog's "F... file:line] " taken off), in order."""
+    return [line.split("] ", 1)[-1] for line in text.splitlines() if line.startswith("F")]
+
+
 def parse(text):
     first = done = None
     last_iter, train_loss, tests, settings = 0, [], {}, {}

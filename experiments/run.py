@@ -147,7 +147,7 @@ def recorded_runs(a, ok_only=True):
     limits = Limits.from_args(a.mem_limit, a.cpus, a.riops, a.rbps, a.profile)
     reading = read_choice(a)
     return [r for r in recorded(a.out, a.dataset)
-            if (r.ok or not (ok_only or r.superseded))
+            if not r.superseded and (r.ok or not ok_only)
             and _same_setup(r, limits, accelerator, a.iters, _read_for(r.backend, reading), a.concurrent)]
 
 

@@ -305,8 +305,7 @@ def _report(run, record, training, parsed, au, concurrent):
             f"{parsed['test_iteration']}{room_text}")
     if record.status != "ok":
         run.log(f"  the run failed (exit {record.returncode}); its log: {training.run_dir / 'caffe.log'}")
-        fatal = [line for line in (training.run_dir / "caffe.log").read_text(errors="replace").splitlines()
-                 if line.startswith("F")]
+        fatal = caffe_log.fatal_messages((training.run_dir / "caffe.log").read_text(errors="replace"))
         explained = run.location.explain("\n".join(fatal))
         if explained:
             run.log(f"  {explained}")
