@@ -35,7 +35,7 @@ class Option:
     minimum: float = None    # kinds int and ms: the smallest value allowed
     flag_name: str = None    # the command-line flag when it is not --NAME-WITH-DASHES
     proto_enum: str = None   # a choice stored as this DataParameter enum (its value's upper-case name)
-    patch: str = None        # the Caffe patch adding the DataParameter field, for the error without it
+    patch: str = None        # the Caffe patch(es) adding the DataParameter field (and its values), for the error without it
     recorded_as: str = None  # a location's option: the key of location.describe() that says it
 
     @property
@@ -81,7 +81,11 @@ class Option:
             where = f" (caffe/patches/{self.patch}: run make caffe)" if self.patch else ""
             raise OptionError(f"this Caffe build has no DataParameter {self.name}{where}")
         if self.proto_enum:
-            return getattr(caffe_pb2.DataParameter, self.proto_enum).Value(str(value).upper())
+            enum = getattr(caffe_pb2.DataParameter, self.proto_enum)
+            if str(value).upper() not in enum.keys():
+                raise OptionError(f"this Caffe build's {self.name} has no {str(value).upper()} "
+                                  f"(caffe/patches/{self.patch}: run make caffe)")
+            return enum.Value(str(value).upper())
         return value
 
 

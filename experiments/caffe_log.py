@@ -15,6 +15,11 @@ TESTING = re.compile(r"Iteration (\d+), Testing net")
 TEST_OUTPUT = re.compile(r"Test net output #\d+: (\w+) = ([0-9.eE+-]+|nan|inf)")
 FAILOVER = re.compile(r"Redis failover: node (\S+) lost, its slots served by (.+?) after ([0-9.]+) s; "
                       r"(\d+) requests asked again")  # caffe/patches/0012
+RING_JOINED = re.compile(r"lmdb_read SHARED (\S+): joined ring (\S+) \((\d+) bytes of records \+ (\d+) bytes of "
+                         r"table .*?shared by (\d+) solvers\) at record (\d+) of pass (\d+)")  # caffe/patches/0015
+RING_LEFT = re.compile(r"lmdb_read SHARED (\S+): left ring \S+; the ring took (\d+) records from the file for all "
+                       r"solvers, (\d+) writer takeovers")
+RING_WRITER = re.compile(r"lmdb_read SHARED (\S+): this solver \(pid \d+\) writes the ring now")
 SETTING = re.compile(r"^(max_iter|display|test_iter|test_interval): (\d+)\s*$")
 
 
@@ -73,6 +78,27 @@ def parse(text):
             "tests_after_start": sum(1 for p in passes if p[0] > 0),
             "initial_test_at": initial[0][1] if initial else None,
             "test_pass_seconds": [d for i, d in durations if i > 0], "failovers": failovers}
+
+
+def shared_rings(text):
+    """Each lmdb_read SHARED ring the solver read (one per database): its memory, the solvers
+    on it and the record where this one joined, and, once it left, how many records the ring
+    took from the file for all solvers and how often its writer changed."""
+    rings = {}
+    for line in text.splitlines():
+        m = RING_JOINED.search(line)
+        if m:
+            rings[m.group(1)] = {"database": m.group(1), "ring": m.group(2), "ring_bytes": int(m.group(3)),
+                                 "table_bytes": int(m.group(4)), "solvers_at_join": int(m.group(5)),
+                                 "joined_at_record": int(m.group(6)), "joined_at_pass": int(m.group(7)),
+                                 "records_written": None, "takeovers": None, "took_over_writing": 0}
+        m = RING_LEFT.search(line)
+        if m and m.group(1) in rings:
+            rings[m.group(1)].update(records_written=int(m.group(2)), takeovers=int(m.group(3)))
+        m = RING_WRITER.search(line)
+        if m and m.group(1) in rings:
+            rings[m.group(1)]["took_over_writing"] += 1
+    return list(rings.values())
 
 
 def _seconds(a, b):

@@ -48,6 +48,9 @@ class Record:
     location: dict = None                 # where the artifact lived (kind, path, device, filesystem; servers, rtt)
     read_options: dict = None             # DataParameter settings of the reader (redis: prefetch_depth, out_of_order;
                                           # lmdb: lmdb_read)
+    shared_rings: list = None             # lmdb_read SHARED: per database, the ring's bytes in shared memory (ring
+                                          # + table, counted once for all solvers), the record this solver joined
+                                          # at, the records the ring took from the file for all, writer takeovers
     concurrent: dict = None               # one of several solvers at once: group, solvers, member, the group's
                                           # makespan_seconds and device_read_bytes; None: trained alone
     limits: dict = None                   # every limit as applied, and the profile when its values were used

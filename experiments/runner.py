@@ -246,14 +246,21 @@ def _train(run):
                     for run_dir in run.run_dirs]
         progress = Progress(run.run_dirs[0] / "caffe.log", run.settings.max_iter, run.dataset.model.batch,
                             spec.progress)
+        _remove_leftovers(run, "by an earlier run")
         trainings = train_all(commands, child_env, group, progress)
     finally:
         monitor.send_signal(signal.SIGTERM)
         monitor.wait()
+        _remove_leftovers(run, "by solvers of this run that died")
         for run_dir in run.run_dirs:  # trained weights are no result here (CaffeNet: 240 MB)
             for f in run_dir.glob("snapshot_iter_*"):
                 f.unlink()
     return trainings, how, resident, summarize_monitor(monitor_csv)
+
+
+def _remove_leftovers(run, when):
+    for path in run.backend.remove_leftovers(run.dest):
+        run.log(f"removed {path}, left {when}")  # a ring of lmdb_read SHARED, say
 
 
 def _rounded(value, digits):
@@ -271,7 +278,8 @@ def _warm_program(cmd, env, group):
 def _record(run, run_id, training, shared, concurrent):
     """One solver's Record, from its log and process, with the run's shared fields; appended."""
     rc, run_dir, spec = training.returncode, training.run_dir, run.spec
-    parsed = caffe_log.parse((run_dir / "caffe.log").read_text(errors="replace"))
+    log_text = (run_dir / "caffe.log").read_text(errors="replace")
+    parsed = caffe_log.parse(log_text)
     first = parsed["first_iteration_at"]
     started = datetime.fromtimestamp(training.started)
     timed = caffe_log.timing(parsed, run.compute, run.settings.max_iter, run.settings.test_iter)
@@ -286,7 +294,7 @@ def _record(run, run_id, training, shared, concurrent):
         iterations_per_second=(parsed["last_iteration"] / parsed["solver_seconds"] if parsed["solver_seconds"] else None),
         test_accuracy=parsed["test_accuracy"], test_loss=parsed["test_loss"], test_iteration=parsed["test_iteration"],
         first_loss=parsed["first_loss"], final_loss=parsed["final_loss"],
-        au=au, concurrent=concurrent,
+        au=au, concurrent=concurrent, shared_rings=caffe_log.shared_rings(log_text) or None,
         command=training.cmd, process=training.process,
         run_dir=str(run_dir.relative_to(spec.results)), finished=time.strftime("%Y-%m-%dT%H:%M:%S"))
     append(Path(spec.results) / shared["dataset"] / "records.jsonl", record)

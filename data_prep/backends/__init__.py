@@ -124,6 +124,12 @@ class Backend:
         return {name: declared[name].proto_value(declared[name].value(value))
                 for name, value in (read_options or {}).items()}
 
+    def remove_leftovers(self, dest):
+        """Removes what solvers killed while reading this artifact left outside it (LMDB's
+        shared rings in /dev/shm); returns what it removed. The runner calls it before and
+        after each run, with no other run's solvers alive (it holds the run lock)."""
+        return []
+
     def program_warmup(self):
         """A command that loads this backend's training program without reading data, run
         before a warm run so that 'warm' covers the program too (a cold run before it dropped

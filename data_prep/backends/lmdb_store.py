@@ -1,4 +1,7 @@
 """LMDB (B+tree, memory-mapped) holding Datum records; read by Caffe's Data layer."""
+import os
+from pathlib import Path
+
 import lmdb
 
 from data_prep.backends import Backend, register
@@ -35,19 +38,44 @@ class _Writer(datum.BatchWriter):
 class LMDBBackend(datum.DatumBackend, Backend):
     name, label, color = "lmdb", "LMDB", "#1b9e77"
     db = "LMDB"
-    options = (Option("lmdb_read", "how Caffe reads the LMDB: mmap, its own memory-mapped cursor, or "
-                             "coalesced, a thread reading records ahead in large pread()s (LMDBIO's DIO + COAL)",
-                      kind="choice", choices=("mmap", "coalesced"), proto_enum="LMDBRead", patch="0013"),
-               Option("lmdb_read_kb", "coalesced: KiB per pread() (default 4096; at least one 4 KiB page)",
+    options = (Option("lmdb_read", "how Caffe reads the LMDB: mmap, its own memory-mapped cursor; "
+                             "coalesced, a thread reading records ahead in large pread()s (LMDBIO's DIO + COAL); "
+                             "or shared, one coalesced reader per host filling a ring in /dev/shm that every "
+                             "solver on the host reads (LMDBIO's LMM; for --concurrent)",
+                      kind="choice", choices=("mmap", "coalesced", "shared"), proto_enum="LMDBRead",
+                      patch="0013, 0015"),
+               Option("lmdb_read_kb", "coalesced, shared: KiB per pread() (default 4096; at least one 4 KiB page)",
                       minimum=4, patch="0013"),
-               Option("lmdb_ahead_mb", "coalesced: MiB of records kept read ahead of the cursor (default 64)",
-                      minimum=1, patch="0013"))
+               Option("lmdb_ahead_mb", "coalesced, shared: MiB of records kept read ahead of the cursor (default 64)",
+                      minimum=1, patch="0013"),
+               Option("lmdb_shared_mb", "shared: MiB of the ring in /dev/shm, one per database, shared by the "
+                             "host's solvers (default 64; counted once, in the memory of the solver that wrote it)",
+                      minimum=1, patch="0015"))
 
     def writer(self, split, dest, ctx):
         return _Writer(self.paths(dest, split.phase)[0])
 
     def items(self, path):
         return raw_items(path)
+
+    def remove_leftovers(self, dest):
+        removed = []
+        for mdb in self.files(dest):
+            if mdb.name == "data.mdb":
+                for ring in shared_rings(mdb):
+                    ring.unlink(missing_ok=True)
+                    removed.append(ring)
+        return removed
+
+
+SHM = Path("/dev/shm")
+
+
+def shared_rings(data_mdb):
+    """The lmdb_read SHARED rings of this data.mdb (caffe/patches/0015 names them after the
+    file's device and inode, then its size and mtime)."""
+    st = os.stat(data_mdb)
+    return sorted(SHM.glob(f"caffe-lmdb-shared-{os.getuid()}-{st.st_dev}-{st.st_ino}-*"))
 
 
 def raw_items(path):

@@ -1,0 +1,173 @@
+"""LMDB's third read path (caffe/patches/0015, DataParameter lmdb_read: SHARED, LMDBIO's LMM):
+one reader per host fills a ring in /dev/shm that every solver's Data layer reads. Alone, a
+solver sees the stock cursor's sequence; several at once each see every record once per pass,
+in the stock order from where they joined, while the file is read about once for all of them;
+a solver killed (the writer among them) does not stop the others; the ring's file goes with
+the last solver."""
+import glob
+import hashlib
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT, run
+from test_lmdb_read import SIZES, databases, net_file, sequence  # noqa: F401 (a fixture)
+
+# A solver's Data layer, driven over stdin: "N" runs N forward passes and prints the records'
+# digests as one JSON line.
+DRIVER = """
+import hashlib, json, sys, caffe
+net = caffe.Net(sys.argv[1], caffe.TEST)
+print("ready", flush=True)
+for line in sys.stdin:
+    out = []
+    for _ in range(int(line)):
+        net.forward()
+        out += [hashlib.sha1(row.tobytes()).hexdigest() + ":%g" % label
+                for row, label in zip(net.blobs["data"].data, net.blobs["label"].data)]
+    print(json.dumps(out), flush=True)
+"""
+
+
+def rings():
+    return glob.glob("/dev/shm/caffe-lmdb-shared-*")
+
+
+@pytest.fixture(autouse=True)
+def no_ring_left_behind():
+    before = set(rings())
+    yield
+    assert set(rings()) <= before, "a ring's file outlived its solvers"
+
+
+def driver(net):
+    env = dict(os.environ, GLOG_minloglevel="0", GLOG_logtostderr="1")
+    p = subprocess.Popen([sys.executable, "-c", DRIVER, str(net)], env=env, text=True,
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert p.stdout.readline().strip() == "ready", p.stderr.read()[-3000:]
+    return p
+
+
+def forward(solvers, n):
+    """n forward passes in every solver at once (the ring moves at the slowest one's pace: one
+    at a time, the first would wait for the others for ever); each one's records."""
+    for p in solvers:
+        p.stdin.write(f"{n}\n")
+        p.stdin.flush()
+    lines = [p.stdout.readline() for p in solvers]
+    for p, line in zip(solvers, lines):
+        assert line, p.stderr.read()[-3000:]
+    return [json.loads(line) for line in lines]
+
+
+def finish(p):
+    p.stdin.close()
+    err = p.stderr.read()
+    assert p.wait(timeout=60) == 0, err[-3000:]
+    return err
+
+
+def assert_stock_order_from_where_it_joined(seen, stock):
+    """Every record once per pass, in the stock cursor's order, starting anywhere."""
+    start = stock.index(seen[0])
+    assert seen == [stock[(start + i) % len(stock)] for i in range(len(seen))]
+
+
+@pytest.mark.parametrize("name", list(SIZES))
+@pytest.mark.parametrize("ring_mb", [1, 64])
+def test_alone_the_same_records_in_the_same_order_as_the_stock_cursor(databases, tmp_path, name, ring_mb):
+    """ring_mb 1: the ring wraps every few records (ImageNet's hold 5 at once)."""
+    count, batch = SIZES[name][3], 7
+    forwards = -(-count * 23 // 10) // batch  # 2.3 passes: batches straddle the wrap-around
+    stock = sequence(net_file(tmp_path / "mmap.prototxt", databases[name], batch), forwards)
+    shared = sequence(net_file(tmp_path / "s.prototxt", databases[name], batch, lmdb_read="shared",
+                               lmdb_shared_mb=ring_mb, lmdb_read_kb=64, lmdb_ahead_mb=1), forwards)
+    assert shared == stock
+
+
+def test_solvers_at_once_each_see_every_record_in_order_and_the_file_is_read_once(databases, tmp_path):
+    name, batch = "cifar10", 10
+    count = SIZES[name][3]
+    stock = sequence(net_file(tmp_path / "mmap.prototxt", databases[name], batch), count // batch)
+    net = net_file(tmp_path / "s.prototxt", databases[name], batch, lmdb_read="shared", lmdb_shared_mb=1)
+    solvers = [driver(net) for _ in range(3)]
+    seen = [[] for _ in solvers]
+    for _ in range(4):  # 2.7 passes each
+        for i, records in enumerate(forward(solvers, 100)):
+            seen[i] += records
+    logs = [finish(p) for p in solvers]
+    for s in seen:
+        assert_stock_order_from_where_it_joined(s, stock)
+    assert seen[0][:count] == stock  # the first found the ring new
+    written = [int(m) for log in logs for m in re.findall(r"the ring took (\d+) records from the file", log)]
+    consumed = len(seen[0])
+    # one walk for all three (what the ring and the prefetch queues hold beyond it), not three
+    assert consumed <= max(written) <= consumed * 1.25, (written, consumed)
+    assert "removed it" in logs[-1]
+
+
+def test_a_killed_solver_does_not_stop_the_others_even_the_writer(databases, tmp_path):
+    name, batch = "imagenet", 5
+    count = SIZES[name][3]
+    stock = sequence(net_file(tmp_path / "mmap.prototxt", databases[name], batch), count // batch)
+    net = net_file(tmp_path / "s.prototxt", databases[name], batch, lmdb_read="shared", lmdb_shared_mb=2,
+                   lmdb_read_kb=256, lmdb_ahead_mb=1)
+    writer = driver(net)  # alone at first: its feeder is the ring's writer
+    other = driver(net)
+    first, seen = forward([writer, other], 4)
+    os.kill(writer.pid, signal.SIGKILL)
+    writer.wait(timeout=30)
+    seen += forward([other], 40)[0]  # 200 records: more than three passes, written by the survivor
+    err = finish(other)
+    assert_stock_order_from_where_it_joined(first, stock)
+    assert_stock_order_from_where_it_joined(seen, stock)
+    assert f"the solver with pid {writer.pid} left ring" in err and "(it died)" in err
+    assert "writes the ring now, from record" in err
+    assert "1 writer takeovers; removed it" in err
+
+
+def test_a_ring_too_small_for_a_record_is_an_error_naming_it(databases, tmp_path):
+    """The solver stops; its ring's file stays (it died), for the runner to remove."""
+    from caffe.proto import caffe_pb2
+    from data_prep.backends import lmdb_store
+    db = tmp_path / "big"
+    with lmdb_store._Writer(db) as writer:
+        datum = caffe_pb2.Datum(channels=3, height=640, width=640, label=1, data=bytes(3 * 640 * 640))
+        writer.add((b"00000000", datum.SerializeToString()))
+    net = net_file(tmp_path / "s.prototxt", db, 1, lmdb_read="shared", lmdb_shared_mb=1)
+    p = subprocess.run([sys.executable, "-c", DRIVER, str(net)], input="1\n", capture_output=True, text=True,
+                       timeout=60, env=dict(os.environ, GLOG_minloglevel="0", GLOG_logtostderr="1"))
+    assert p.returncode != 0
+    assert re.search(rf"{db}/data.mdb: record 00000000 \(12288\d\d bytes\) does not fit the shared ring "
+                     r"\(lmdb_shared_mb\)", p.stderr), p.stderr[-2000:]
+    left = lmdb_store.shared_rings(db / "data.mdb")
+    assert len(left) == 1  # what the runner removes (test_runs_record_the_ring...)
+    left[0].unlink()
+
+
+def test_runs_record_the_ring_and_remove_rings_left_by_dead_solvers(mnist_small, tmp_path):
+    from data_prep import backends
+    from data_prep.backends import lmdb_store
+    from experiments.record import load
+    train_mdb = next(f for f in backends.get("lmdb").files(mnist_small / "lmdb", "train") if f.name == "data.mdb")
+    st = train_mdb.stat()
+    stale = lmdb_store.SHM / f"caffe-lmdb-shared-{os.getuid()}-{st.st_dev}-{st.st_ino}-{st.st_size}-0.0"
+    stale.write_bytes(b"left by a solver that was killed")
+    p = run([sys.executable, str(ROOT / "experiments" / "run.py"), "mnist", "lmdb", "cold", "--iters", "200",
+         "--accelerator", "5ms", "--lmdb-read", "shared", "--lmdb-shared-mb", "8", "--concurrent", "2",
+         "--data", str(mnist_small.parent), "--out", str(tmp_path)])
+    assert f"removed {stale}, left by an earlier run" in p.stdout + p.stderr and not stale.exists()
+    records = load([tmp_path / "mnist" / "records.jsonl"])
+    assert len(records) == 2 and all(r.ok and r.iterations == 200 for r in records)
+    for r in records:
+        assert r.read_options == {"lmdb_read": "shared", "lmdb_shared_mb": 8}
+        rings_seen = {ring["database"]: ring for ring in r.shared_rings}
+        assert len(rings_seen) == 2  # train and test
+        assert all(ring["ring_bytes"] == 8 << 20 and ring["table_bytes"] > 0 for ring in r.shared_rings)
+        assert all(ring["records_written"] > 0 for ring in r.shared_rings)
+    assert sorted(ring["solvers_at_join"] for r in records for ring in r.shared_rings)[-1] == 2
