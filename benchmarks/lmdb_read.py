@@ -95,14 +95,8 @@ def main(argv=None):
     p.add_argument("--json", type=Path)
     p.add_argument("--read-ahead-kb", type=int, help="the data disk's read_ahead_kb during the run")
     a = p.parse_args(argv)
-    knob = disk.read_ahead_knob(a.data)
-    before = knob.read_text().strip()
-    if a.read_ahead_kb:
-        knob.write_text(str(a.read_ahead_kb))
-    try:
-        return measure_all(a, knob.read_text().strip())
-    finally:
-        knob.write_text(before)
+    with disk.read_ahead_kb_set(a.data, a.read_ahead_kb) as read_ahead_kb:
+        return measure_all(a, read_ahead_kb)
 
 
 def measure_all(a, read_ahead_kb):

@@ -1,5 +1,6 @@
 """The disk under a local folder: what the paper's Table 2 counts (footprint), the device the
 monitor watches, the whole disk's major:minor that an I/O limit names, its read-ahead."""
+from contextlib import contextmanager
 import os
 from pathlib import Path
 
@@ -42,6 +43,20 @@ def read_ahead_knob(path):
     disk = Path(f"/sys/class/block/{block_device_of(path)}")
     disk = disk.resolve().parent if (disk / "partition").exists() else disk
     return disk / "queue" / "read_ahead_kb"
+
+
+@contextmanager
+def read_ahead_kb_set(path, kb=None):
+    """For the duration: the read_ahead_kb of the disk holding `path` set to kb (None: left as
+    it is), put back after; yields the value in force (text)."""
+    knob = read_ahead_knob(path)
+    before = knob.read_text().strip()
+    if kb:
+        knob.write_text(str(kb))
+    try:
+        yield knob.read_text().strip()
+    finally:
+        knob.write_text(before)
 
 
 def filesystem_of(path):

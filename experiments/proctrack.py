@@ -1,7 +1,7 @@
 """What the training process itself did, beside the machine-wide monitor: the bytes it and
 its children read (/proc/PID/io, read at exit before it is reaped, so nothing is missed),
 its CPU seconds, its peak resident memory (sampled), and each thread's CPU by role (Caffe's data-prefetch threads are named
-"caffe-prefetch" by caffe/patches/0010, lmdb_read COALESCED's walker "lmdb-read-ahead" by 0013;
+"caffe-prefetch" by caffe/patches/0010, lmdb_read COALESCED's walker "lmdb-read-ahead" by 0013 and SHARED's ring writer "lmdb-shared" by 0015, both counted as LMDB read-ahead;
 the main thread is the solver)."""
 import os
 import threading
@@ -101,7 +101,7 @@ class Tracker:
         roles = {}
         for tid, (name, seconds) in self.threads.items():
             role = (SOLVER if tid == self.pid else PREFETCH if name == "caffe-prefetch" else
-                    READ_AHEAD if name.startswith("lmdb-read") else OTHER)
+                    READ_AHEAD if name.startswith("lmdb-") else OTHER)
             roles[role] = round(roles.get(role, 0.0) + seconds, 3)
         return {"read_bytes": io.get("read_bytes"), "read_chars": io.get("rchar"),
                 "cpu_seconds": round(cpu, 3), "thread_cpu_seconds": roles,

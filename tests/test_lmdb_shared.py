@@ -131,6 +131,27 @@ def test_a_killed_solver_does_not_stop_the_others_even_the_writer(databases, tmp
     assert "1 writer takeovers; removed it" in err
 
 
+def test_a_solver_that_stops_reading_is_left_behind_not_waited_for_for_ever(databases, tmp_path):
+    """One solver reads on while the other takes nothing (a test pass of its own, a slower
+    net): after 10 s the ring stops waiting for the idle one, which later skips ahead."""
+    name, batch = "imagenet", 5
+    count = SIZES[name][3]
+    stock = sequence(net_file(tmp_path / "mmap.prototxt", databases[name], batch), count // batch)
+    net = net_file(tmp_path / "s.prototxt", databases[name], batch, lmdb_read="shared", lmdb_shared_mb=2,
+                   lmdb_read_kb=256, lmdb_ahead_mb=1)
+    busy, idle = driver(net), driver(net)
+    seen = forward([busy], 40)[0]  # 200 records: the idle one's prefetch holds far fewer
+    later = forward([idle], 40)[0]
+    busy_log, idle_log = finish(busy), finish(idle)
+    assert_stock_order_from_where_it_joined(seen, stock)
+    assert f"the solver with pid {idle.pid} took no record for 1" in busy_log + idle_log
+    m = re.search(r"was left behind; it skips (\d+) records", idle_log)
+    assert m and int(m.group(1)) > 0
+    assert len(later) == 200 and len(set(later)) == count  # still whole passes in stock order from there
+    tail = later[-count:]
+    assert_stock_order_from_where_it_joined(tail, stock)
+
+
 def test_a_ring_too_small_for_a_record_is_an_error_naming_it(databases, tmp_path):
     """The solver stops; its ring's file stays (it died), for the runner to remove."""
     from caffe.proto import caffe_pb2
@@ -171,3 +192,16 @@ def test_runs_record_the_ring_and_remove_rings_left_by_dead_solvers(mnist_small,
         assert all(ring["ring_bytes"] == 8 << 20 and ring["table_bytes"] > 0 for ring in r.shared_rings)
         assert all(ring["records_written"] > 0 for ring in r.shared_rings)
     assert sorted(ring["solvers_at_join"] for r in records for ring in r.shared_rings)[-1] == 2
+
+
+def test_the_benchmark_measures_every_path_cold_and_the_analysis_tabulates_it(mnist_small, tmp_path):
+    out = tmp_path / "b.json"
+    run([sys.executable, str(ROOT / "benchmarks" / "lmdb_shared.py"), "--datasets", "mnist", "--solvers", "1,2",
+         "--rounds", "1", "--passes", "2", "--batch", "64", "--data", str(mnist_small.parent), "--json", str(out)])
+    cells = json.loads(out.read_text())["datasets"]["mnist"]["cells"]
+    assert set(cells) == {f"{n}/{read}" for n in (1, 2) for read in ("mmap", "coalesced", "shared")}
+    for runs in cells.values():
+        assert len(runs) == 1 and not runs[0].get("failed")
+        assert runs[0]["resident_before"] == 0 and runs[0]["cpu_seconds"] > 0
+    table = run([sys.executable, str(ROOT / "analysis" / "lmdb_shared.py"), str(out)]).stdout
+    assert "| mnist (" in table and "| 1 |" in table
