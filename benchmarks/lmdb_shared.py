@@ -19,7 +19,10 @@ the spread; the ratio lines compare N with N = 1 and each path with MMAP at the 
 
   python benchmarks/lmdb_shared.py [--datasets cifar10,imagenet] [--solvers 1,2,4,8,16]
                                    [--rounds 3] [--passes 2] [--mem-limit 2G] [--read-ahead-kb 128]
-                                   [--json FILE]
+                                   [--stagger 2] [--json FILE]
+
+--stagger starts the solvers that many seconds apart: then they no longer move together, and
+the stock path's readers stop sharing what the page cache holds.
 
 --mem-limit puts the N processes in one memory cgroup of that size (the page cache they
 share included), so that the data does not fit beside them. Needs root (cgroups, /proc).
@@ -64,7 +67,7 @@ print(time.process_time() - cpu, flush=True)
 """
 
 
-def one_cell(lmdb_dir, read, solvers, records, batch, limits, tmp):
+def one_cell(lmdb_dir, read, solvers, records, batch, limits, tmp, stagger=0.0):
     """{device_bytes, cpu_seconds, seconds} of N readers of `records` records each."""
     mdb = lmdb_dir / "data.mdb"
     location = locations.LocalFolder(lmdb_dir, [mdb])
@@ -85,7 +88,9 @@ def one_cell(lmdb_dir, read, solvers, records, batch, limits, tmp):
             raise RuntimeError(f"{mdb}: {resident:.1%} still resident after fadvise: not cold")
         device = disk.block_device_of(mdb)
         before, start = sampler.disk_reads(device)[0], time.time()
-        for p in procs:
+        for i, p in enumerate(procs):
+            if i and stagger:
+                time.sleep(stagger)  # solvers that do not start together (other jobs, other users)
             p.stdin.write("go\n")
             p.stdin.flush()
         cpu, failed = 0.0, []
@@ -129,12 +134,13 @@ def measure(name, a, limits, tmp):
         for n in ns:
             order = PATHS[r % 3:] + PATHS[:r % 3]
             for read in order:
-                runs[(n, read)].append(one_cell(lmdb_dir, read, n, records, batch, limits, tmp))
+                runs[(n, read)].append(one_cell(lmdb_dir, read, n, records, batch, limits, tmp, a.stagger))
                 failed = runs[(n, read)][-1].get("failed")
                 print(f"  round {r + 1}, N = {n}, {read}: " + (f"{len(failed)} readers failed" if failed else "done"),
                       file=sys.stderr, flush=True)
     print(f"\n{name}: {count} records, data.mdb {size / 2**20:.0f} MiB, {a.passes} pass(es) of batch {batch} per "
-          f"solver, {limits.label()}; medians of {a.rounds} (range)")
+          f"solver, {limits.label()}" + (f", solvers started {a.stagger:g} s apart" if a.stagger else "")
+          + f"; medians of {a.rounds} (range)")
     print(f"{'N':>3} {'path':<10} {'device / data':>20} {'CPU-ms / 1k rec':>22} {'rec/s (all)':>24}")
     med = {}
     for (n, read), all_cells in runs.items():
@@ -162,7 +168,7 @@ def measure(name, a, limits, tmp):
               f"{med[(n, 'shared')][1] / med[(n, 'mmap')][1]:.2f}x, rec/s {med[(n, 'shared')][2] / med[(n, 'mmap')][2]:.2f}x;"
               f" shared / coalesced: CPU {med[(n, 'shared')][1] / med[(n, 'coalesced')][1]:.2f}x, rec/s "
               f"{med[(n, 'shared')][2] / med[(n, 'coalesced')][2]:.2f}x")
-    return {"records": count, "data_bytes": size, "passes": a.passes, "batch": batch,
+    return {"records": count, "data_bytes": size, "passes": a.passes, "batch": batch, "stagger_seconds": a.stagger,
             "cells": {f"{n}/{read}": cells for (n, read), cells in runs.items()}}
 
 
@@ -176,6 +182,8 @@ def main(argv=None):
     p.add_argument("--batch", type=int, default=50, help="records per batch (default 50: ImageNet's 256 "
                    "would hold 1 GB of float batches per reader)")
     p.add_argument("--mem-limit", help="memory cgroup of the N readers together, e.g. 2G")
+    p.add_argument("--stagger", type=float, default=0.0, metavar="SECONDS",
+                   help="start the solvers this long apart instead of together")
     p.add_argument("--riops", type=int, help="read IOPS limit on the data's disk")
     p.add_argument("--rbps", type=int, help="read bytes/s limit on the data's disk")
     p.add_argument("--read-ahead-kb", type=int, help="the data disk's read_ahead_kb during the run (put back after)")
