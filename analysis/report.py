@@ -49,7 +49,7 @@ def default_results(root):
     """The folder a notebook reads: this machine's results/ once it has records, else the
     committed runs of the H100 machine (results/h100/), so a fresh checkout has figures."""
     local = Path(root) / "results"
-    if any(local.glob("*/records.jsonl")):
+    if any(local.glob("*/" + record.RECORD_FILES)):
         return local
     return local / "h100"
 

@@ -66,7 +66,7 @@ class Cell:
     riops: int = None  # the read IOPS limit it ran under, where a folder holds runs under several
 
     def load(self):
-        rs = [r for r in record.load([ROOT / self.folder / self.dataset / "records.jsonl"])
+        rs = [r for r in record.recorded(ROOT / self.folder, self.dataset)
               if r.ok and (r.backend, r.cache) == (self.backend, self.cache)
               and (self.riops is None or (r.limits or {}).get("riops") == self.riops)]
         if len(rs) != 1:

@@ -121,13 +121,12 @@ def spread(values, fmt):
     return med, (f"{fmt.format(med)} ({fmt.format(v[0])}-{fmt.format(v[-1])})" if len(v) > 1 else fmt.format(med))
 
 
-def measure(name, a, limits, tmp):
-    a = argparse.Namespace(**a)
+def measure(name, a, passes, limits, tmp):
     lmdb_dir = Path(a.data) / name / "lmdb" / "train_lmdb"
     manifest = build.load_manifest(lmdb_dir.parent.parent, "lmdb")
     count, size = manifest.splits["train"].count, (lmdb_dir / "data.mdb").stat().st_size
     batch = a.batch
-    records = count * a.passes // batch * batch
+    records = count * passes // batch * batch
     ns = [int(n) for n in a.solvers.split(",")]
     runs = {(n, read): [] for n in ns for read in PATHS}
     for r in range(a.rounds):
@@ -138,7 +137,7 @@ def measure(name, a, limits, tmp):
                 failed = runs[(n, read)][-1].get("failed")
                 print(f"  round {r + 1}, N = {n}, {read}: " + (f"{len(failed)} readers failed" if failed else "done"),
                       file=sys.stderr, flush=True)
-    print(f"\n{name}: {count} records, data.mdb {size / 2**20:.0f} MiB, {a.passes} pass(es) of batch {batch} per "
+    print(f"\n{name}: {count} records, data.mdb {size / 2**20:.0f} MiB, {passes} pass(es) of batch {batch} per "
           f"solver, {limits.label()}" + (f", solvers started {a.stagger:g} s apart" if a.stagger else "")
           + f"; medians of {a.rounds} (range)")
     print(f"{'N':>3} {'path':<10} {'device / data':>20} {'CPU-ms / 1k rec':>22} {'rec/s (all)':>24}")
@@ -153,7 +152,7 @@ def measure(name, a, limits, tmp):
         if len(cells) < len(all_cells):
             print(f"    ({len(all_cells) - len(cells)} of {len(all_cells)} runs of {read} at N = {n} failed: "
                   f"{next(c for c in all_cells if c.get('failed'))['failed'][0]})")
-        device = [c["device_bytes"] / (a.passes * size) for c in cells]
+        device = [c["device_bytes"] / (passes * size) for c in cells]
         cpu = [c["cpu_seconds"] * 1e6 / (n * records) for c in cells]
         rate = [n * records / c["seconds"] for c in cells]
         (md, sd), (mc, sc), (mr, sr) = spread(device, "{:.2f}"), spread(cpu, "{:.1f}"), spread(rate, "{:.0f}")
@@ -168,7 +167,7 @@ def measure(name, a, limits, tmp):
               f"{med[(n, 'shared')][1] / med[(n, 'mmap')][1]:.2f}x, rec/s {med[(n, 'shared')][2] / med[(n, 'mmap')][2]:.2f}x;"
               f" shared / coalesced: CPU {med[(n, 'shared')][1] / med[(n, 'coalesced')][1]:.2f}x, rec/s "
               f"{med[(n, 'shared')][2] / med[(n, 'coalesced')][2]:.2f}x")
-    return {"records": count, "data_bytes": size, "passes": a.passes, "batch": batch, "stagger_seconds": a.stagger,
+    return {"records": count, "data_bytes": size, "passes": passes, "batch": batch, "stagger_seconds": a.stagger,
             "cells": {f"{n}/{read}": cells for (n, read), cells in runs.items()}}
 
 
@@ -200,8 +199,7 @@ def measure_all(a, read_ahead_kb):
     tmp = Path(f"/tmp/lmdb-shared-{uuid.uuid4().hex[:6]}")
     tmp.mkdir()
     names, passes = a.datasets.split(","), [int(x) for x in a.passes.split(",")]
-    out = {name: measure(name, dict(vars(a), passes=passes[min(i, len(passes) - 1)]), limits, tmp)
-           for i, name in enumerate(names)}
+    out = {name: measure(name, a, passes[min(i, len(passes) - 1)], limits, tmp) for i, name in enumerate(names)}
     if a.json:
         a.json.write_text(json.dumps({"datasets": out, "limits": limits.as_dict(), "rounds": a.rounds,
                                       "read_ahead_kb": read_ahead_kb, "command": sys.argv,

@@ -150,11 +150,21 @@ def append(path, record):
         os.fsync(f.fileno())
 
 
+# A dataset folder's records: records.jsonl, which runs append to, and, in committed results,
+# its earlier lines split off into records-NNN.jsonl (git keeps files under 5 MB; split -C
+# keeps lines whole). Sorted, the shards come first: the records stay in the order they ran.
+RECORD_FILES = "records*.jsonl"
+
+
+def record_files(dataset_folder):
+    return sorted(Path(dataset_folder).glob(RECORD_FILES))
+
+
 def load(paths):
-    """Every record under the given results folders (DATASET/records.jsonl) or .jsonl files."""
+    """Every record under the given results folders (DATASET/records*.jsonl) or .jsonl files."""
     records = []
     for p in map(Path, paths):
-        files = [p] if p.is_file() else sorted(p.glob("*/records.jsonl"))
+        files = [p] if p.is_file() else sorted(p.glob("*/" + RECORD_FILES))
         for f in files:
             for line in f.read_text().splitlines():
                 if line.strip():
@@ -163,5 +173,4 @@ def load(paths):
 
 
 def recorded(results, dataset):
-    path = Path(results) / dataset / "records.jsonl"
-    return load([path]) if path.exists() else []
+    return load(record_files(Path(results) / dataset))

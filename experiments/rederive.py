@@ -14,7 +14,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from experiments import accelerators, caffe_log  # noqa: E402
-from experiments.record import Record  # noqa: E402
+from experiments.record import RECORD_FILES, Record  # noqa: E402
 
 REVISION = "2026-11-23: AU over the timed window, initial test pass apart from start-up (experiments/rederive.py)"
 
@@ -37,9 +37,9 @@ def rederive(d, results):
 
 
 def rederive_folder(results):
-    """Rewrites every DATASET/records.jsonl under `results`; returns (records, changed)."""
+    """Rewrites every DATASET/records*.jsonl under `results`; returns (records, changed)."""
     total = changed = 0
-    for path in sorted(Path(results).glob("*/records.jsonl")):
+    for path in sorted(Path(results).glob("*/" + RECORD_FILES)):
         lines, out = path.read_text().splitlines(), []
         for line in lines:
             if not line.strip():

@@ -3,8 +3,10 @@ becomes "superseded" (reports and tables leave them out, as they leave out faile
 reason goes to `revised`, and everything measured stays. Records are rewritten whole (temp
 file, rename).
 
-    .venv/bin/python experiments/supersede.py RESULTS/DATASET/records.jsonl RUN_ID [RUN_ID ...] \\
+    .venv/bin/python experiments/supersede.py RESULTS/DATASET RUN_ID [RUN_ID ...] \\
         --why "ran while the test suite competed for the 2 cores"
+
+RESULTS/DATASET: every records*.jsonl in it (records.jsonl and its shards); or one such file.
 """
 import argparse
 import fcntl
@@ -13,6 +15,10 @@ import os
 import sys
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from experiments.record import record_files  # noqa: E402
 
 
 def supersede(path, run_ids, why):
@@ -43,13 +49,16 @@ def _supersede_locked(path, run_ids, why):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("records", help="a records.jsonl")
+    ap.add_argument("records", help="a dataset's results folder, or one records*.jsonl")
     ap.add_argument("run_ids", nargs="+")
     ap.add_argument("--why", required=True, help="the reason, kept in each record")
     a = ap.parse_args(argv)
-    missing = supersede(a.records, a.run_ids, a.why)
+    missing = set(a.run_ids)
+    for path in record_files(a.records) if Path(a.records).is_dir() else [a.records]:
+        if missing:
+            missing = set(supersede(path, sorted(missing), a.why))
     if missing:
-        print(f"{a.records}: no run {', '.join(missing)}", file=sys.stderr)
+        print(f"{a.records}: no run {', '.join(sorted(missing))}", file=sys.stderr)
         return 1
     print(f"{a.records}: {len(set(a.run_ids))} runs marked superseded")
     return 0

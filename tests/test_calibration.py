@@ -107,3 +107,21 @@ def test_a_superseded_run_stays_recorded_and_leaves_the_tables(tmp_path):
     kept = record.load([tmp_path])
     assert [r.status for r in kept] == ["ok", "superseded"] and "ran beside a test suite" in kept[1].revised
     assert cell_stats(kept)[("mnist", "lmdb", "warm")]["mean"] == 10.0
+
+
+def test_records_split_into_shards_load_in_order_and_can_be_superseded_by_folder(tmp_path):
+    """Committed results split a large records.jsonl into records-NNN.jsonl (files under 5 MB)."""
+    from experiments import record, supersede
+    folder = tmp_path / "mnist"
+    for i in range(4):
+        record.append(folder / "records.jsonl", record.Record(run_id=f"r{i}", dataset="mnist", backend="lmdb",
+                                                              cache="warm", status="ok"))
+    lines = (folder / "records.jsonl").read_text().splitlines(keepends=True)
+    (folder / "records-000.jsonl").write_text("".join(lines[:2]))
+    (folder / "records-001.jsonl").write_text(lines[2])
+    (folder / "records.jsonl").write_text(lines[3])
+    assert [r.run_id for r in record.load([tmp_path])] == ["r0", "r1", "r2", "r3"]
+    assert [r.run_id for r in record.recorded(tmp_path, "mnist")] == ["r0", "r1", "r2", "r3"]
+    assert supersede.main([str(folder), "r0", "r2", "--why", "a test"]) == 0
+    assert [r.status for r in record.load([tmp_path])] == ["superseded", "ok", "superseded", "ok"]
+    assert supersede.main([str(folder), "r9", "--why", "a test"]) == 1
