@@ -63,6 +63,11 @@ class Location:
         behind an address it names), or None."""
         return None
 
+    def failover_phases(self, failover):
+        """Where the pause of a failover the reader logged went, as the servers saw it ({} if
+        they cannot say)."""
+        return {}
+
     def close(self):
         pass
 

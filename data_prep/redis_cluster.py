@@ -20,6 +20,7 @@ Persistence: data_prep SAVEs every node once a data set is complete; stopping ne
 import argparse
 import json
 import os
+import re
 import secrets
 import shutil
 import signal
@@ -28,6 +29,7 @@ import subprocess
 import sys
 import time
 from contextlib import contextmanager
+from datetime import datetime
 from pathlib import Path
 
 import psutil
@@ -37,6 +39,11 @@ sys.path.insert(0, str(ROOT))
 
 from data_prep.errors import SourceError  # noqa: E402
 from data_prep.options import parse_ms  # noqa: E402
+
+REDIS_LOG = re.compile(r"^\d+:[A-Z] (\d+ \w+ \d+ [\d:.]+) . (.*)$")  # 1234:M 24 Nov 2026 07:01:08.292 # text
+FAILOVER_LINES = {"failing": re.compile(r"^Marking node \S+ as failing \(quorum reached\)"),
+                  "delayed": re.compile(r"^Start of election delayed for (\d+) milliseconds"),
+                  "won": re.compile(r"^Failover election won")}
 
 PASSWORD_ENV = "IMGSTORE_REDIS_PASSWORD"
 PORT_ENV = "IMGSTORE_REDIS_PORT"   # the first node's port (default 7100)
@@ -311,6 +318,27 @@ class Cluster:
             except Exception:
                 continue
         return []
+
+    def failover_events(self, since, until):
+        """What the nodes' own logs say happened in a failover between two datetimes: when the
+        masters agreed a node failed ("failing"), the replica's election delay ("delayed", with
+        its milliseconds) and its promotion ("won"); (datetime, node index, kind, value) in
+        time order."""
+        events = []
+        for i in range(len(self.node_ports())):
+            log = self.node_dir(i) / "redis.log"
+            for line in log.read_text(errors="replace").splitlines() if log.exists() else []:
+                m = REDIS_LOG.match(line)
+                if not m:
+                    continue
+                at = datetime.strptime(m.group(1), "%d %b %Y %H:%M:%S.%f")
+                if not since <= at <= until:
+                    continue
+                for kind, pattern in FAILOVER_LINES.items():
+                    found = pattern.search(m.group(2))
+                    if found:
+                        events.append((at, i, kind, int(found.group(1)) if found.groups() else None))
+        return sorted(events)
 
     def wait_replicated(self, timeout=60):
         """Until every replica has every write its master took (replication is asynchronous)."""

@@ -13,6 +13,7 @@ import os
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
+from data_prep import cache
 from experiments import machines
 
 CGROUP_ROOT = Path(os.environ.get("IMGSTORE_CGROUP_ROOT", "/sys/fs/cgroup"))
@@ -94,6 +95,9 @@ class Group:
         self.paths, self.version = paths, version
         self.applied = {}  # control file -> what was written, as the record shows it
         self.read_limits = []  # (control file, value): written by limit_reads()
+        self.device = None  # "MAJ:MIN" of the device the read limits are on
+        self._reads_at_limit = None
+        self._restore_reclaim = None
 
     def limit_reads(self):
         """Write the read limits (IOPS, bytes/s). Apart from the rest so that a run's set-up
@@ -105,17 +109,68 @@ class Group:
         except OSError as e:
             raise _refused(self.version, e) from e
         self.read_limits = []
+        self._reads_at_limit = self.read_counts()
+
+    def read_counts(self):
+        """{"read_ios", "read_bytes"} the group's processes issued to the limited device so far, as
+        the throttle counts them (bios, before the block layer merges them into device requests:
+        what a read IOPS limit paces); None without read limits."""
+        if self.device is None:
+            return None
+        if self.version == "v2":
+            for line in (self.paths[0] / "io.stat").read_text().splitlines():
+                dev, *pairs = line.split()
+                if dev == self.device:
+                    stat = dict(p.split("=") for p in pairs)
+                    return {"read_ios": int(stat.get("rios", 0)), "read_bytes": int(stat.get("rbytes", 0))}
+            return {"read_ios": 0, "read_bytes": 0}
+        path = next(p for p in self.paths if p.parent.parent.name == "blkio")
+        return {key: _v1_reads(path / name, self.device)
+                for key, name in (("read_ios", "blkio.throttle.io_serviced"),
+                                  ("read_bytes", "blkio.throttle.io_service_bytes"))}
+
+    def throttled_reads(self):
+        """read_counts() since limit_reads(): the reads the limit paced during the run."""
+        if self._reads_at_limit is None:
+            return None
+        now = self.read_counts()
+        return {k: now[k] - self._reads_at_limit[k] for k in now}
 
     def enter(self):  # runs in the child between fork and exec
         for path in self.paths:
             (path / "cgroup.procs").write_text(str(os.getpid()))
 
+    def keep_from_proactive_reclaim(self, name):
+        """The memory limit alone decides what the run's cache holds: DAMON pageout schemes are
+        kept off this group's pages until remove() (data_prep.cache.exempt_from_pageout)."""
+        try:
+            changed, self._restore_reclaim = cache.exempt_from_pageout(f"/imgstore/{name}")
+        except cache.CacheError as e:  # the run goes on as the host is, and its record says so
+            self.applied["damon"] = f"pageout not kept off: {e}"
+            return
+        for scheme in changed:
+            self.applied[f"damon {scheme}"] = f"memcg /imgstore/{name} first, not paged out"
+
     def remove(self):
+        if self._restore_reclaim:
+            try:
+                self._restore_reclaim()
+            except OSError:
+                pass  # a filter left behind names a group under /imgstore/: the next run drops it
+            self._restore_reclaim = None
         for path in self.paths:
             try:
                 path.rmdir()
             except OSError:
                 pass
+
+
+def _v1_reads(path, device):
+    for line in path.read_text().splitlines():
+        parts = line.split()
+        if len(parts) == 3 and parts[0] == device and parts[1] == "Read":
+            return int(parts[2])
+    return 0
 
 
 def _write(path, value, group=None):
@@ -204,6 +259,9 @@ def create(limits, name, location, limit_reads_now=True):
         group = (_create_v2 if v == "v2" else _create_v1)(limits, name, device)
     except OSError as e:
         raise _refused(v, e) from e
+    group.device = device
+    if limits.mem_bytes:
+        group.keep_from_proactive_reclaim(name)
     if limit_reads_now:
         try:
             group.limit_reads()

@@ -214,7 +214,8 @@ def _shared_fields(run, how, resident, monitor, env):
         artifact_footprint=manifest.footprint, train_footprint=manifest.splits["train"].footprint,
         location=run.location.describe(), read_options=spec.read_options or None,
         limits=dict(spec.limits.as_dict(), cgroup=group.version if group else None,
-                    applied=group.applied if group else None),
+                    applied=group.applied if group else None,
+                    throttled_reads=group.throttled_reads() if group else None),
         monitor=monitor, plan=spec.plan, environment=env)
 
 
@@ -285,7 +286,8 @@ def _record(run, run_id, training, shared, concurrent):
     timed = caffe_log.timing(parsed, run.compute, run.settings.max_iter, run.settings.test_iter)
     au = timed.pop("au")
     if parsed["failovers"]:  # this solver's reader saw a Redis master fail over to its replica
-        shared = dict(shared, location=dict(shared["location"] or {}, failovers=parsed["failovers"]))
+        failovers = [dict(f, **run.location.failover_phases(f)) for f in parsed["failovers"]]
+        shared = dict(shared, location=dict(shared["location"] or {}, failovers=failovers))
     record = Record(
         run_id=run_id, **shared, status="ok" if rc == 0 and parsed["done"] else "failed", returncode=rc,
         iterations=parsed["last_iteration"], wall_seconds=round(training.wall, 3),

@@ -131,6 +131,27 @@ def test_a_killed_solver_does_not_stop_the_others_even_the_writer(databases, tmp
     assert "1 writer takeovers; removed it" in err
 
 
+def test_a_writer_that_died_after_the_databases_last_key_is_followed_from_its_first(tmp_path):
+    """Deterministic where the test above is not: in a database of one record every record the
+    writer wrote is the last key, so the solver that takes over finds nothing after it
+    (MDB_SET_RANGE, then MDB_NEXT) and must begin again at the first, not stop or fail."""
+    from caffe.proto import caffe_pb2
+    from data_prep.backends import lmdb_store
+    db = tmp_path / "one"
+    with lmdb_store._Writer(db) as writer:
+        datum = caffe_pb2.Datum(channels=3, height=32, width=32, label=7, data=bytes(range(256)) * 12)
+        writer.add((b"00000000", datum.SerializeToString()))
+    net = net_file(tmp_path / "s.prototxt", db, 4, lmdb_read="shared", lmdb_shared_mb=1)
+    writer, other = driver(net), driver(net)
+    before = forward([writer, other], 3)
+    os.kill(writer.pid, signal.SIGKILL)
+    writer.wait(timeout=30)
+    after = forward([other], 50)[0]  # far more than the ring and the prefetch queue held
+    err = finish(other)
+    assert len(set(before[1] + after)) == 1 and len(after) == 200 and after[0].endswith(":7")
+    assert "writes the ring now, from record 0" in err and "1 writer takeovers; removed it" in err
+
+
 def test_a_solver_that_stops_reading_is_left_behind_not_waited_for_for_ever(databases, tmp_path):
     """One solver reads on while the other takes nothing (a test pass of its own, a slower
     net): after 10 s the ring stops waiting for the idle one, which later skips ahead."""

@@ -122,5 +122,12 @@ def test_a_training_run_goes_on_through_a_failover_and_records_it(replicated, tm
     # connection dead later and the slots already served elsewhere (a second, short entry)
     failovers = record.location["failovers"]
     assert failovers and len({f["node"] for f in failovers}) == 1
-    assert 0 < failovers[0]["pause_seconds"] <= 2 * cluster.node_timeout_ms / 1000 + 2
+    first = failovers[0]
+    assert 0 < first["pause_seconds"] <= 2 * cluster.node_timeout_ms / 1000 + 2
     assert all(f["served_by"] != f["node"] for f in failovers)
+    # where the pause went, from the nodes' logs: the masters agree after the node timeout, the
+    # replica waits its election delay (Redis: 500 ms + up to 500 ms at random, rank 0), wins;
+    # what is left is the reader's own
+    assert cluster.node_timeout_ms / 1000 - 1 <= first["failing_after_seconds"] < first["promoted_after_seconds"]
+    assert 500 <= first["election_delay_ms"] <= 1000
+    assert 0 <= first["pause_seconds"] - first["promoted_after_seconds"] < 1.0, first

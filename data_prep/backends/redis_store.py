@@ -11,6 +11,7 @@ its manifest.
 """
 import shutil
 import time
+from datetime import datetime, timedelta
 from pathlib import Path
 
 from data_prep import cache, locations, manifest, redis_cluster
@@ -291,6 +292,27 @@ class RedisClusterLocation(locations.Location):
                 return (f"127.0.0.1:{port} in Caffe's log is the delay proxy in front of Redis node {i} "
                         f"(127.0.0.1:{node_port}; its log: {self.cluster.node_dir(i) / 'redis.log'})")
         return None
+
+    def failover_phases(self, failover):
+        """Where a failover's pause went, from the nodes' own logs: seconds from the reader's loss
+        of the node (the pause's start) to the masters agreeing that it failed and to the replica
+        winning its election, and that election's delay; the rest of the pause is the reader's."""
+        resumed = datetime.fromisoformat(failover["at"])
+        if resumed.year == 2000:  # glog's stamps carry no year
+            resumed = resumed.replace(year=datetime.now().year)
+        lost = resumed - timedelta(seconds=failover["pause_seconds"])
+        events = self.cluster.failover_events(lost - timedelta(seconds=60), resumed)
+        port = int(failover["served_by"].rsplit(":", 1)[1])
+        ports = self.cluster.node_ports() + self.cluster.proxy_ports()
+        replica = ports.index(port) % len(self.cluster.node_ports()) if port in ports else None
+        won = [at for at, node, kind, _ in events if kind == "won" and node == replica]
+        if not won:
+            return {}
+        failing = [at for at, _, kind, _ in events if kind == "failing" and at <= won[-1]]
+        delays = [ms for at, node, kind, ms in events if kind == "delayed" and node == replica and at <= won[-1]]
+        after = lambda at: round((at - lost).total_seconds(), 3)  # noqa: E731
+        return {"failing_after_seconds": after(failing[-1]) if failing else None,
+                "promoted_after_seconds": after(won[-1]), "election_delay_ms": delays[-1] if delays else None}
 
     def close(self):
         if self.found is not None:
