@@ -139,7 +139,8 @@ def test_a_writer_that_died_after_the_databases_last_key_is_followed_from_its_fi
     from data_prep.backends import lmdb_store
     db = tmp_path / "one"
     with lmdb_store._Writer(db) as writer:
-        datum = caffe_pb2.Datum(channels=3, height=32, width=32, label=7, data=bytes(range(256)) * 12)
+        # ImageNet-sized: a 1 MiB ring holds 5, so what follows the kill must be written anew
+        datum = caffe_pb2.Datum(channels=3, height=256, width=256, label=7, data=bytes(range(256)) * 768)
         writer.add((b"00000000", datum.SerializeToString()))
     net = net_file(tmp_path / "s.prototxt", db, 4, lmdb_read="shared", lmdb_shared_mb=1)
     writer, other = driver(net), driver(net)
