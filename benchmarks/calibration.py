@@ -185,7 +185,7 @@ def fit_titanx2016():
 def disk_reads(r):
     """(read requests a cold run made, what counted them): the throttle's own count of the reads it
     paced where the record has it, else the device's counter (machine-wide, after the block
-    layer merged requests: it varied 1.27-1.60 per file between runs of one cell)."""
+    layer merged requests; records before 2026-11-24 have only that one)."""
     paced = (r.limits or {}).get("throttled_reads")
     if paced:
         return paced["read_ios"], "the throttle paced"

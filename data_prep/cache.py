@@ -129,30 +129,41 @@ def set_and_measure(state, files, cold_fallback=None, enter=None):
 DAMON_ADMIN = Path("/sys/kernel/mm/damon/admin/kdamonds")
 
 
+def pageout_schemes():
+    """(kdamond, context, scheme) folders of every DAMON pageout scheme a running kdamond holds."""
+    for kdamond in sorted(DAMON_ADMIN.glob("[0-9]*")):
+        if _read(kdamond / "state") != "on":
+            continue
+        for context in sorted(kdamond.glob("contexts/[0-9]*")):
+            for scheme in sorted(context.glob("schemes/[0-9]*")):
+                if _read(scheme / "action") == "pageout":
+                    yield kdamond, context, scheme
+
+
 def proactive_reclaim():
     """Reclaimers that evict page-cache pages without memory pressure, as the record shows
     them; [] when none runs. Some VMs (this project's CI machine among them) run a DAMON
     scheme that pages out file pages idle for about a minute: a warm artifact not read again
     within that time is partly cold when training reaches it."""
     found = []
-    for kdamond in sorted(DAMON_ADMIN.glob("[0-9]*")):
-        if _read(kdamond / "state") != "on":
-            continue
-        for context in sorted(kdamond.glob("contexts/[0-9]*")):
-            aggregation_us = int(_read(context / "monitoring_attrs/intervals/aggr_us") or 0)
-            for scheme in sorted(context.glob("schemes/[0-9]*")):
-                if _read(scheme / "action") != "pageout":
-                    continue
-                min_age = int(_read(scheme / "access_pattern/age/min") or 0)
-                found.append({"kind": "DAMON pageout", "operations": _read(context / "operations"),
-                              "idle_seconds_at_least": round(min_age * aggregation_us / 1e6, 1),
-                              "quota_bytes_per_second": _quota_per_second(scheme)})
+    for _, context, scheme in pageout_schemes():
+        aggregation_us = int(_read(context / "monitoring_attrs/intervals/aggr_us") or 0)
+        min_age = int(_read(scheme / "access_pattern/age/min") or 0)
+        found.append({"kind": "DAMON pageout", "operations": _read(context / "operations"),
+                      "idle_seconds_at_least": round(min_age * aggregation_us / 1e6, 1),
+                      "quota_bytes_per_second": _quota_per_second(scheme)})
     return found
 
 
 FILTER_FIELDS = ("type", "matching", "allow", "memcg_path", "addr_start", "addr_end", "min", "max",
                  "damon_target_idx")
 OURS = "/imgstore/"  # the memory cgroups this project makes (experiments.cgroup)
+
+
+def filter_folder(scheme):
+    """A scheme's filters (ops_filters since Linux 6.15, filters before), or None without any."""
+    folder = scheme / "ops_filters" if (scheme / "ops_filters").is_dir() else scheme / "filters"
+    return folder if (folder / "nr_filters").exists() else None
 
 
 def exempt_from_pageout(memcg_path):
@@ -162,37 +173,32 @@ def exempt_from_pageout(memcg_path):
     CI VM one evicted PNGs between the epochs of a cold MNIST run at 287 IOPS (2.21 reads per file
     instead of 1.08, 559 s instead of 289). Returns (the schemes changed, a function that restores
     them); filters of runs that died before restoring (memory cgroups under OURS) are dropped."""
+    by_kdamond = {}
+    for kdamond, _, scheme in pageout_schemes():
+        folder = filter_folder(scheme)
+        if folder:  # a kernel without DAMOS filters: nothing can keep the scheme off
+            kept = [f for f in _filters(folder) if not f.get("memcg_path", "").startswith(OURS)]
+            by_kdamond.setdefault(kdamond, []).append((folder, kept))
+    ours = {"type": "memcg", "memcg_path": memcg_path, "matching": "Y", "allow": "N"}
     changed = []
-    for kdamond in sorted(DAMON_ADMIN.glob("[0-9]*")):
-        if _read(kdamond / "state") != "on":
-            continue
-        here = []
-        for scheme in sorted(kdamond.glob("contexts/[0-9]*/schemes/[0-9]*")):
-            folder = scheme / "ops_filters" if (scheme / "ops_filters").is_dir() else scheme / "filters"
-            if _read(scheme / "action") != "pageout" or not (folder / "nr_filters").exists():
-                continue  # not a pageout, or a kernel without DAMOS filters: nothing to do
-            kept = [f for f in _filters(folder) if not (f.get("type") == "memcg"
-                                                         and f.get("memcg_path", "").startswith(OURS))]
-            here.append((kdamond, folder, kept))
-        ours = {"type": "memcg", "memcg_path": memcg_path, "matching": "Y", "allow": "N"}
+    for kdamond, schemes in by_kdamond.items():
         try:
-            for _, folder, kept in here:
+            for folder, kept in schemes:
                 _set_filters(folder, [ours] + kept)
-            if here:
-                (kdamond / "state").write_text("commit")
+            (kdamond / "state").write_text("commit")
         except OSError as e:
-            for _, folder, kept in here:
+            for folder, kept in schemes:
                 _set_filters(folder, kept)
             raise CacheError(f"cannot keep DAMON's pageout off memory cgroup {memcg_path} "
                              f"({e.filename}: {e.strerror})") from e
-        changed += here
+        changed += schemes
 
     def restore():
-        for _, folder, kept in changed:
+        for folder, kept in changed:
             _set_filters(folder, kept)
-        for kdamond in sorted({k for k, _, _ in changed}):
+        for kdamond in by_kdamond:
             (kdamond / "state").write_text("commit")
-    return [str(folder.relative_to(DAMON_ADMIN)) for _, folder, _ in changed], restore
+    return [str(folder.relative_to(DAMON_ADMIN)) for folder, _ in changed], restore
 
 
 def _filters(folder):

@@ -230,11 +230,10 @@ def test_a_run_with_a_memory_limit_is_kept_from_proactive_reclaim(mnist_small):
     a run's memory cgroup is filtered out of it while the group lives, the scheme's own filters
     come back after, and a filter left by a run that died is dropped by the next one."""
     from data_prep import locations
-    schemes = [s for s in cache.DAMON_ADMIN.glob("[0-9]*/contexts/[0-9]*/schemes/[0-9]*")
-               if (s / "action").read_text().strip() == "pageout" and (s / "ops_filters").is_dir()]
-    if not cache.proactive_reclaim() or not schemes or cgroup.version() is None:
+    folders = [f for f in (cache.filter_folder(s) for _, _, s in cache.pageout_schemes()) if f]
+    if not folders or cgroup.version() is None:
         pytest.skip("needs a DAMON pageout scheme with filters, root and a cgroup hierarchy")
-    folder = schemes[0] / "ops_filters"
+    folder = folders[0]
     original = [f for f in cache._filters(folder) if not f.get("memcg_path", "").startswith(cache.OURS)]
     location = locations.LocalFolder(mnist_small / "images", [])
     died = cgroup.create(cgroup.Limits(mem_bytes=2**30), f"test-died-{os.getpid()}", location)
