@@ -8,10 +8,12 @@ the emulated compute sleeps), the figure that carries to a host with more cores.
 
   python analysis/capacity.py results/ci-2core-capacity [--out DIR]
 
-Writes DIR/capacity.md and DIR/fig_capacity_DATASET.png (default DIR: RESULTS/report).
+Writes DIR/capacity.md, DIR/fig_capacity_DATASET.png and, where a published rate exists to set
+ours against (FFCV's ImageNet loader), DIR/fig_per_core_DATASET.png (default DIR: RESULTS/report).
 """
 import argparse
 import collections
+import dataclasses
 import functools
 import signal
 import statistics
@@ -30,6 +32,34 @@ from experiments.record import load  # noqa: E402
 THRESHOLD = 0.90
 README_BEGIN = "<!-- capacity tables: written by analysis/capacity.py RESULTS --readme -->"
 README_END = "<!-- end of capacity tables -->"
+
+
+@dataclasses.dataclass(frozen=True)
+class OutsideReference:
+    """A published data-loading rate per vCPU to set ours against (another loader, another host)."""
+    name: str
+    images_per_second: float  # all cores together, as published
+    vcpus: int
+    backends: tuple  # ours that do the nearest work: set against this one
+    what: str
+    source: str
+
+    @property
+    def per_vcpu(self):
+        return self.images_per_second / self.vcpus
+
+
+# FFCV's ImageNet data-loading benchmark (docs/benchmarks.rst, "Data loading benchmark results"):
+# AWS p3dn.24xlarge (96 vCPUs), each image loaded, random-resized-cropped to 224 px and flipped.
+FFCV_SOURCE = "https://docs.ffcv.io/benchmarks.html (AWS p3dn.24xlarge, 96 vCPUs)"
+OUTSIDE_REFERENCES = {
+    "imagenet": (
+        OutsideReference("FFCV, raw 256 px from RAM", 172_801, 96, ("lmdb", "leveldb", "redis"),
+                         "raw pixels, as Caffe's Datum records hold them", FFCV_SOURCE),
+        OutsideReference("FFCV, JPEG 90% 512 px from RAM", 31_278, 96, ("images",),
+                         "decoded images; ours decode 256 px PNGs, another codec and size", FFCV_SOURCE),
+    ),
+}
 
 
 def solvers(r):
@@ -198,6 +228,75 @@ def compact(records, results=None):
     return "\n".join(out)
 
 
+def per_core_rates(records):
+    """{(dataset, setup, backend): {cache: images/s per core}} over every run of each curve."""
+    rates = collections.defaultdict(dict)
+    for key in curves(records):
+        dataset, setup, backend, cache = key
+        rate = images_per_core_second([r for r in records if curve_of(r) == key])
+        if rate:
+            rates[(dataset, setup, backend)][cache] = rate
+    return rates
+
+
+def against_outside(records):
+    """Per dataset with a published reference: each backend's images/s per core next to the
+    reference that does the nearest work."""
+    out = []
+    rates = per_core_rates(records)
+    for dataset, references in OUTSIDE_REFERENCES.items():
+        mine = sorted((k for k in rates if k[0] == dataset), key=lambda k: _order((k + ("",), None)))
+        by_backend = {b: ref for ref in references for b in ref.backends}
+        if not mine:
+            continue
+        out += ["", f"{datasets.get(dataset).label}: the data path's images/s per core against a published loader's "
+                f"per vCPU ({references[0].source}; its pipeline: load, random-resized crop to 224 px, flip; "
+                "ours: read, parse or decode, crop to 227 px, mirror, subtract the mean):", "",
+                "| setup | backend | warm | cold | reference, per vCPU | ours / reference (the better cache) |",
+                "|---|---|---|---|---|---|"]
+        for key in mine:
+            by_cache, ref = rates[key], by_backend.get(key[2])
+            out.append(f"| {' / '.join(key[1])} | {key[2]} | "
+                       + " | ".join(f"{by_cache[c]:,.0f}" if c in by_cache else "-" for c in ("warm", "cold"))
+                       + (f" | {ref.name}: {ref.per_vcpu:,.0f} ({ref.images_per_second:,} on {ref.vcpus}) | "
+                          f"{max(by_cache.values()) / ref.per_vcpu:.2f}x |" if ref else " | - | - |"))
+        out += [""] + [f"- {ref.name}: {ref.what}." for ref in references] + [""]
+    return "\n".join(out)
+
+
+def figure_per_core(records, dataset, out):
+    """Bars: images/s per core of each backend (warm, cold), with the outside references as lines."""
+    rates = {k: v for k, v in per_core_rates(records).items() if k[0] == dataset}
+    references = OUTSIDE_REFERENCES.get(dataset, ())
+    if not rates or not references:
+        return None
+    plt = pyplot()
+    keys = sorted(rates, key=lambda k: _order((k + ("",), None)), reverse=True)
+    fig, ax = plt.subplots(figsize=(8, 0.55 * len(keys) + 2.4))
+    for i, key in enumerate(keys):
+        for j, cache in enumerate(("warm", "cold")):
+            if cache in rates[key]:
+                ax.barh(i + 0.2 * (1 - 2 * j), rates[key][cache], height=0.38,
+                        color="tab:orange" if cache == "warm" else "tab:blue", label=cache if i == 0 else None)
+    for ref, style in zip(references, ("-", "--", ":")):
+        ax.axvline(ref.per_vcpu, color="black", linestyle=style, linewidth=1,
+                   label=f"{ref.name}: {ref.per_vcpu:,.0f} per vCPU")
+    n_runs = collections.Counter(curve_of(r)[:3] for r in records)
+    ax.set_yticks(range(len(keys)), [f"{k[2]} ({n_runs[k]} solver runs)\n{' / '.join(k[1][1:])}" for k in keys], fontsize=7)
+    ax.set_xscale("log")
+    ticks = [t for t in (100, 300, 1_000, 3_000, 10_000, 30_000, 100_000, 300_000, 1_000_000)
+             if t <= 2 * max(max(v.values()) for v in rates.values())]
+    ax.set_xticks(ticks, [f"{t:,}" for t in ticks])
+    ax.set_xlabel("train images per CPU second of the data path (log scale)")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
+    machines = sorted({k[1][0] for k in keys})
+    ax.set_title(f"{datasets.get(dataset).label}: images/s per core, ours ({'; '.join(machines)}) and published\n"
+                 f"reference: {references[0].source}", fontsize=8)
+    path = Path(out) / f"fig_per_core_{dataset}.png"
+    save(fig, path)
+    return path
+
+
 def _median(aus):
     return f"{statistics.median(aus):.2f}" if aus else "-"
 
@@ -254,11 +353,12 @@ def main(argv=None):
     (out / "capacity.md").write_text(table(records))
     print((out / "capacity.md").read_text())
     if a.readme:
-        readme.replace_block(README_BEGIN, README_END, compact(records, a.results) + f"\n(records: `{a.results}`)\n")
+        readme.replace_block(README_BEGIN, README_END, compact(records, a.results) + against_outside(records)
+                             + f"\n(records: `{a.results}`)\n")
     for dataset in sorted({r.dataset for r in records}):
-        path = figure(records, dataset, out)
-        if path:
-            print(f"wrote {path}")
+        for path in (figure(records, dataset, out), figure_per_core(records, dataset, out)):
+            if path:
+                print(f"wrote {path}")
     return 0
 
 

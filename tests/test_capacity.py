@@ -1,12 +1,15 @@
 """The capacity sweep (benchmarks/capacity.py) and its analysis (analysis/capacity.py), on real
 Caffe runs of several solvers at once on the emulated H100 (LeNet: 1.05 ms per iteration), where
 warm MNIST image files starve even one solver (AU ~0.3) and LMDB feeds two (AU ~0.99)."""
+import dataclasses
+
 from analysis import capacity
 from benchmarks import capacity as sweep
+from experiments import proctrack
 from experiments.record import recorded
 
 
-def test_each_backend_is_swept_on_its_own_runs(mnist_small, tmp_path):
+def test_each_backend_is_swept_on_its_own_runs(mnist_small, tmp_path, monkeypatch):
     # images first: a sweep that counted another backend's runs would see them in lmdb's
     assert sweep.main(["mnist", "images,lmdb", "warm", "--max", "2", "--iters", "100", "--confirm", "2",
                        "--accelerator", "h100", "--data", str(mnist_small.parent), "--out", str(tmp_path)]) == 0
@@ -22,6 +25,20 @@ def test_each_backend_is_swept_on_its_own_runs(mnist_small, tmp_path):
     table = capacity.table(records)
     assert "| lmdb | warm | 2 (not bracketed) |" in table  # N = 3 never ran: not bracketed
     assert "| images | warm | 0 |" in table
+
+    # a published rate per vCPU set against the backends doing the nearest work, and drawn
+    # (runs this short end before the thread sampler sees the prefetch thread: its CPU is set here)
+    records = [dataclasses.replace(r, process={"thread_cpu_seconds": {proctrack.PREFETCH: 0.05}}) for r in records]
+    reference = capacity.OutsideReference("a loader", 4_000, 2, ("lmdb",), "raw", "a page")
+    monkeypatch.setitem(capacity.OUTSIDE_REFERENCES, "mnist", (reference,))
+    rates = capacity.per_core_rates(records)
+    lmdb_rate = next(v["warm"] for k, v in rates.items() if k[2] == "lmdb")
+    assert lmdb_rate == 100 * 64 / 0.05  # LeNet's batch of 64 over each run's 0.05 CPU seconds
+    lines = capacity.against_outside(records).splitlines()
+    lmdb_row = next(line for line in lines if "| lmdb |" in line)
+    assert lmdb_row.endswith(f"| {lmdb_rate / 2_000:.2f}x |") and f"{lmdb_rate:,.0f}" in lmdb_row
+    assert next(line for line in lines if "| images |" in line).endswith("| - | - |")
+    assert capacity.figure_per_core(records, "mnist", tmp_path).stat().st_size > 10_000
 
     # superseded runs stay in the records and count nowhere: the sweep runs N = 2 again
     from experiments.supersede import supersede
