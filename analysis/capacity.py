@@ -165,10 +165,11 @@ def bracketed(by_n):
 
 def data_path_cpu(r):
     """CPU seconds of the threads that read and transform the records: Caffe's prefetch thread
-    (and LMDB's read-ahead) for Data and ImageData; the solver thread for HDF5Data and
-    MemoryData, which read on it (that count includes the net's set-up: a bound from above)."""
+    (and LMDB's read-ahead, Redis' I/O thread) for Data and ImageData; the solver thread for
+    HDF5Data and MemoryData, which read on it (that count includes the net's set-up: a bound
+    from above)."""
     threads = (r.process or {}).get("thread_cpu_seconds") or {}
-    prefetch = threads.get(proctrack.PREFETCH, 0) + threads.get(proctrack.READ_AHEAD, 0)
+    prefetch = threads.get(proctrack.PREFETCH, 0) + sum(threads.get(role, 0) for role in proctrack.READERS)
     return prefetch if prefetch > 0 else threads.get(proctrack.SOLVER)
 
 

@@ -201,8 +201,13 @@ def fig_resources(dataset, records, out, setup=None, suffix=""):
 
     def thread(role):
         return lambda r: per_second(r, ((r.process or {}).get("thread_cpu_seconds") or {}).get(role))
-    threads = [("data prefetch", _means(records, dataset, thread(proctrack.PREFETCH)), "#4477aa"),
-               ("solver", _means(records, dataset, thread(proctrack.SOLVER)), "#ee6677")]
+    def readers(r):
+        seconds = ((r.process or {}).get("thread_cpu_seconds") or {})
+        return per_second(r, sum(seconds.get(role, 0) for role in proctrack.READERS))
+    reading = _means(records, dataset, readers)
+    threads = [("data prefetch", _means(records, dataset, thread(proctrack.PREFETCH)), "#4477aa")]
+    threads += [("its readers (LMDB read-ahead, Redis I/O)", reading, "#66ccee")] if any(reading.values()) else []
+    threads += [("solver", _means(records, dataset, thread(proctrack.SOLVER)), "#ee6677")]
     if any(v for _, v, _ in threads):
         _grouped_bars(axes[0, 0], present, threads, "cores busy (thread CPU-s per wall s)")
         axes[0, 0].set_title("the training process's threads (1.0 = one core all the time)", fontsize=8)

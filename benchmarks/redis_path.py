@@ -80,12 +80,15 @@ def png_copy(cluster, dataset, phase="train"):
         c.close()
 
 
-def net_file(path, cluster, prefix, dataset, depth, out_of_order, lmdb=None):
-    """A net of one Data layer reading the data set from Redis (or, as the reference, `lmdb`)."""
+def net_file(path, cluster, prefix, dataset, depth, out_of_order, lmdb=None, redis_io=None):
+    """A net of one Data layer reading the data set from Redis (or, as the reference, `lmdb`);
+    redis_io: "thread" or "inline" (patch 0016), or None for the build's default."""
     import caffe
     from caffe import layers as L, params as P
     where = dict(source=str(lmdb), backend=P.Data.LMDB) if lmdb else dict(
         source=cluster.source(prefix), backend=P.Data.REDIS, prefetch_depth=depth, out_of_order=out_of_order)
+    if redis_io and not lmdb:
+        where["redis_io"] = getattr(P.Data, redis_io.upper())
     n = caffe.NetSpec()
     n.data, n.label = L.Data(batch_size=BATCH, ntop=2, **where,
                              transform_param=transform_param(dataset.model, Path(cluster.root).parent /

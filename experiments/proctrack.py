@@ -2,13 +2,16 @@
 its children read (/proc/PID/io, read at exit before it is reaped, so nothing is missed),
 its CPU seconds, its peak resident memory (sampled), and each thread's CPU by role (Caffe's data-prefetch threads are named
 "caffe-prefetch" by caffe/patches/0010, lmdb_read COALESCED's walker "lmdb-read-ahead" by 0013 and SHARED's ring writer "lmdb-shared" by 0015, both counted as LMDB read-ahead;
-the main thread is the solver)."""
+the Redis reader's I/O thread "redis-io" by 0016; the main thread is the solver)."""
 import os
 import threading
 import time
 
 # the roles of thread_cpu_seconds, as records keep them (the report and benchmarks read these)
-SOLVER, PREFETCH, READ_AHEAD, OTHER = "solver (main thread)", "data prefetch", "LMDB read-ahead", "other threads"
+SOLVER, PREFETCH, READ_AHEAD, REDIS_IO, OTHER = ("solver (main thread)", "data prefetch", "LMDB read-ahead",
+                                                 "Redis I/O", "other threads")
+# the threads that read records for the prefetch thread (data path CPU = prefetch + these)
+READERS = (READ_AHEAD, REDIS_IO)
 
 TICK = os.sysconf("SC_CLK_TCK")
 
@@ -101,7 +104,7 @@ class Tracker:
         roles = {}
         for tid, (name, seconds) in self.threads.items():
             role = (SOLVER if tid == self.pid else PREFETCH if name == "caffe-prefetch" else
-                    READ_AHEAD if name.startswith("lmdb-") else OTHER)
+                    READ_AHEAD if name.startswith("lmdb-") else REDIS_IO if name == "redis-io" else OTHER)
             roles[role] = round(roles.get(role, 0.0) + seconds, 3)
         return {"read_bytes": io.get("read_bytes"), "read_chars": io.get("rchar"),
                 "cpu_seconds": round(cpu, 3), "thread_cpu_seconds": roles,

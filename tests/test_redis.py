@@ -103,7 +103,9 @@ def test_a_batch_through_caffes_data_layer_is_the_one_from_lmdb(redis_cifar, run
 
 
 @pytest.mark.parametrize("options", [{"prefetch_depth": 1}, {"prefetch_depth": 64},
-                                     {"prefetch_depth": 64, "out_of_order": True}])
+                                     {"prefetch_depth": 64, "out_of_order": True},
+                                     {"prefetch_depth": 64, "redis_io": "inline"},
+                                     {"prefetch_depth": 64, "out_of_order": True, "redis_io": "inline"}])
 def test_every_record_once_per_pass_in_key_order_or_arrival_order(redis_cifar, running, tmp_path, options):
     """200 test records, batches of 40: two passes over the data, the second after wrap-around."""
     lmdb = digests(batches(data_net_file(tmp_path / "l.prototxt", redis_cifar, "lmdb", 40), 10))
@@ -117,6 +119,27 @@ def test_every_record_once_per_pass_in_key_order_or_arrival_order(redis_cifar, r
     assert sorted(first) == sorted(lmdb[:200]) and sorted(second) == sorted(lmdb[:200])
     if not options.get("out_of_order"):
         assert got == lmdb
+
+
+def redis_io_threads():
+    names = []
+    for tid in os.listdir("/proc/self/task"):
+        with open(f"/proc/self/task/{tid}/comm") as f:
+            names.append(f.read().strip())
+    return names.count("redis-io")
+
+
+@pytest.mark.parametrize("redis_io", ["thread", "inline"])
+def test_replies_are_received_on_an_io_thread_of_their_own_unless_inline(redis_cifar, running, tmp_path, redis_io):
+    """patch 0016: one "redis-io" thread per Redis cursor (the net's Data layer), gone with the net."""
+    import caffe
+    net = caffe.Net(str(data_net_file(tmp_path / "r.prototxt", redis_cifar, "redis", 40, {"redis_io": redis_io})),
+                    caffe.TEST)
+    net.forward()
+    during = redis_io_threads()
+    del net
+    assert during == (1 if redis_io == "thread" else 0)
+    assert redis_io_threads() == 0
 
 
 def test_a_wrong_password_or_address_fails_at_setup_without_showing_the_password(redis_cifar, running, tmp_path):

@@ -177,7 +177,11 @@ class RedisBackend(datum.DatumBackend, Backend):
     options = (Option("prefetch_depth", "GETs Caffe keeps in flight (default 128; 1: one request per round trip)",
                       minimum=1, patch="0012"),
                Option("out_of_order", "hand records to the net in arrival order, not key order", kind="flag",
-                      patch="0012"))
+                      patch="0012"),
+               Option("redis_io", "where Caffe's reader receives and parses the replies: thread (default: an I/O "
+                      "thread of its own, beside the prefetch thread's transform) or inline (on the prefetch "
+                      "thread, the reader before patch 0016)", kind="choice", choices=("thread", "inline"),
+                      proto_enum="RedisIO", patch="0016"))
 
     def unsupported(self, dataset):
         if shutil.which("redis-server") is None:
