@@ -80,7 +80,7 @@ def png_copy(cluster, dataset, phase="train"):
         c.close()
 
 
-def net_file(path, cluster, prefix, dataset, depth, out_of_order, lmdb=None, redis_io=None):
+def net_file(path, cluster, prefix, dataset, depth, out_of_order, lmdb=None, redis_io=None, batch=None):
     """A net of one Data layer reading the data set from Redis (or, as the reference, `lmdb`);
     redis_io: "thread" or "inline" (patch 0016), or None for the build's default."""
     import caffe
@@ -90,7 +90,7 @@ def net_file(path, cluster, prefix, dataset, depth, out_of_order, lmdb=None, red
     if redis_io and not lmdb:
         where["redis_io"] = getattr(P.Data, redis_io.upper())
     n = caffe.NetSpec()
-    n.data, n.label = L.Data(batch_size=BATCH, ntop=2, **where,
+    n.data, n.label = L.Data(batch_size=batch or BATCH, ntop=2, **where,
                              transform_param=transform_param(dataset.model, Path(cluster.root).parent /
                                                              dataset.name / "mean.binaryproto", caffe.TEST))
     path.write_text(str(n.to_proto()))

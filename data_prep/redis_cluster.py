@@ -451,6 +451,43 @@ class Cluster:
             times.append((time.perf_counter() - t) * 1000)
         return round(statistics.median(times), 3)
 
+    # --- resharding ----------------------------------------------------------------
+    def owner_of_slot(self, slot):
+        """The index (in node_ports) of the node serving `slot`, as the first node's map says."""
+        for lo, hi, master, *_ in self.nodes()[0].execute_command("CLUSTER", "SLOTS"):
+            if int(lo) <= slot <= int(hi):
+                return (int(master[1]) - self.port) % 100  # its own port, or its proxy's
+        raise ClusterError(f"slot {slot} has no node in the cluster under {self.root}")
+
+    def migrate_slots(self, slots, to_node, finish=True):
+        """Redis Cluster's resharding, step by step, as redis-cli --cluster reshard does it: each
+        slot MIGRATING on its owner and IMPORTING on `to_node`, its keys MIGRATEd (only the first
+        half when not finishing: the slot stays half moved, so readers meet ASK), then SETSLOT
+        NODE on every node (readers meet MOVED). Returns how many slots had to move."""
+        nodes = self.nodes()
+        ids = [n.execute_command("CLUSTER", "MYID") for n in nodes]
+        by_owner = {}
+        for slot in slots:
+            owner = self.owner_of_slot(slot)
+            if owner != to_node:
+                by_owner.setdefault(owner, []).append(slot)
+        for owner, owned in by_owner.items():
+            src, dst = nodes[owner], nodes[to_node]
+            for slot in owned:
+                dst.execute_command("CLUSTER", "SETSLOT", slot, "IMPORTING", ids[owner])
+                src.execute_command("CLUSTER", "SETSLOT", slot, "MIGRATING", ids[to_node])
+            for slot in owned:
+                keys = src.execute_command("CLUSTER", "GETKEYSINSLOT", slot, 10_000)
+                keys = keys if finish else keys[: len(keys) // 2]
+                if keys:
+                    src.execute_command("MIGRATE", "127.0.0.1", self.node_ports()[to_node], "", 0, 5000,
+                                        "AUTH", password(), "KEYS", *keys)
+            if finish:
+                for slot in owned:
+                    for n in nodes:
+                        n.execute_command("CLUSTER", "SETSLOT", slot, "NODE", ids[to_node])
+        return sum(len(v) for v in by_owner.values())
+
     def server_usage(self):
         """Per node: CPU seconds and resident memory of its redis-server process."""
         out = {}

@@ -86,46 +86,6 @@ def slots_of(keys):
     return sorted({key_slot(k.encode()) for k in keys})
 
 
-def migrate(cluster, slots, to_node, finish=True):
-    """Redis Cluster's resharding, step by step: slots MIGRATING/IMPORTING, each slot's keys
-    MIGRATEd (the first half only, when not finishing: the slot stays half moved, so readers
-    meet ASK), then SETSLOT NODE on every node (readers meet MOVED)."""
-    from data_prep.redis_cluster import password
-    nodes = cluster.nodes()
-    ids = [n.execute_command("CLUSTER", "MYID") for n in nodes]
-    dst = nodes[to_node]
-    by_owner = {}
-    for slot in slots:
-        owner = _owner(cluster, nodes[0], slot)
-        if owner != to_node:
-            by_owner.setdefault(owner, []).append(slot)
-    for owner, owned in by_owner.items():
-        src = nodes[owner]
-        for slot in owned:
-            dst.execute_command("CLUSTER", "SETSLOT", slot, "IMPORTING", ids[owner])
-            src.execute_command("CLUSTER", "SETSLOT", slot, "MIGRATING", ids[to_node])
-        for slot in owned:
-            keys = src.execute_command("CLUSTER", "GETKEYSINSLOT", slot, 10_000)
-            keys = keys if finish else keys[: len(keys) // 2]
-            if keys:
-                src.execute_command("MIGRATE", "127.0.0.1", cluster.node_ports()[to_node], "", 0, 5000,
-                                    "AUTH", password(), "KEYS", *keys)
-        if finish:
-            for slot in owned:
-                for n in nodes:
-                    n.execute_command("CLUSTER", "SETSLOT", slot, "NODE", ids[to_node])
-    return sum(len(v) for v in by_owner.values())
-
-
-def _owner(cluster, node, slot):
-    """The index of the node serving `slot` (announced on its own port, or its proxy's)."""
-    for lo, hi, master, *_ in node.execute_command("CLUSTER", "SLOTS"):
-        if int(lo) <= slot <= int(hi):
-            port = int(master[1])
-            return (port - cluster.port) % 100
-    raise AssertionError(f"slot {slot} has no node")
-
-
 @pytest.mark.parametrize("rtt_ms", [None, 2], ids=["direct", "proxied"])
 def test_slots_migrated_during_a_pass_keep_the_record_sequence(own, tmp_path, rtt_ms):
     """The test records in batches of 40, several passes: some batches, then half of the keys of
@@ -145,9 +105,9 @@ def test_slots_migrated_during_a_pass_keep_the_record_sequence(own, tmp_path, rt
         keys = [f"cifar10:test:{k}" for k in redis_store.keys_of(c, "cifar10:test")]
         c.close()
         slots, to_node = slots_of(keys), 0 if rtt_ms is None else 1  # somewhere the records are not all
-        assert migrate(cluster, slots, to_node, finish=False) > 0
+        assert cluster.migrate_slots(slots, to_node, finish=False) > 0
         got += reader.forward(5)
-        migrate(cluster, slots, to_node, finish=True)
+        cluster.migrate_slots(slots, to_node, finish=True)
         got += reader.forward(10)
         reader.close()
     finally:
@@ -162,7 +122,7 @@ def test_a_resharded_cluster_starts_again_and_is_read(own, tmp_path):
     check used to want one contiguous range per node ("did not converge in 60 s")."""
     cluster, dest = own
     from data_prep.backends import redis_store
-    migrate(cluster, list(range(100, 16384, 997)), to_node=1)
+    cluster.migrate_slots(list(range(100, 16384, 997)), to_node=1)
     cluster.save()
     cluster.stop()
     cluster.start(timeout=30)
@@ -265,3 +225,26 @@ def test_a_silent_node_behind_the_proxy_is_named_not_just_the_proxy(own, tmp_pat
     proxy, node = cluster.proxy_ports()[victim], cluster.node_ports()[victim]
     assert f"127.0.0.1:{proxy} in Caffe's log is the delay proxy in front of Redis node {victim} " \
            f"(127.0.0.1:{node}" in err
+
+
+def test_the_migration_benchmark_measures_a_stall_where_the_batches_stopped():
+    from benchmarks import redis_migration
+    times = [i * 0.001 for i in range(300)] + [0.349 + i * 0.001 for i in range(200)]  # 50 ms without a batch
+    (pause, lost), (rest_pause, rest_lost), usual = redis_migration.stalls(times, start=0.25, end=0.3, settle=0.1)
+    assert usual == pytest.approx(0.001) and pause == pytest.approx(0.049) and lost == pytest.approx(0.048, abs=0.002)
+    assert rest_pause == pytest.approx(0) and abs(rest_lost) < 0.002
+
+
+def test_the_migration_benchmark_moves_slots_under_a_reading_net(tmp_path):
+    """Its own cluster (ports +80), a few slots moved directly and through the proxy."""
+    import json
+    from benchmarks import redis_migration
+    port = int(os.environ["IMGSTORE_REDIS_PORT"]) + 80
+    assert redis_migration.main(["--count", "400", "--slots", "3", "--rounds", "1", "--rtt", "2", "--before", "3",
+                                 "--port", str(port), "--json", str(tmp_path / "m.json")]) == 0
+    assert os.environ["IMGSTORE_REDIS_PORT"] == str(port - 80)  # given back to the suite
+    rounds = json.loads((tmp_path / "m.json").read_text())["rounds"]
+    assert [r["rtt_ms_asked"] for r in rounds] == [None, 2.0] and all(r["slots"] == 3 for r in rounds)
+    assert all(r["batches"] > 20 and r["pause_ms"] >= 0 and r["migration_s"] > 0 for r in rounds)
+    assert all(r["moved_replies"] + r["ask_replies"] > 0 for r in rounds)  # the reader met the move
+    assert rounds[1]["rtt_ms"] >= 2

@@ -1,0 +1,224 @@
+#!/usr/bin/env python3
+"""How long Caffe's Redis reader stalls while slots move under it (#22's goal: no pause longer
+than one round trip per migrated slot).
+
+A cluster of its own (3 masters on --port, in a temporary folder, the project's password and
+loopback rules) holds --count records of the data set's train split. A net of one Data layer
+(batch --batch, no compute, so it asks for records as fast as the reader delivers them) reads
+them in its own process and prints when each batch is complete. After --before seconds the
+benchmark moves --slots slots holding records to another node, as Redis Cluster's resharding
+does (MIGRATING/IMPORTING, MIGRATE of their keys, SETSLOT NODE on every node): the reader meets
+ASK while keys move and MOVED after. From the batches' times:
+
+  pause       the longest gap between batches from the migration's start to 1 s after its end,
+              less the mean gap before it (one stall, as the net saw it)
+  time lost   that window's length less its batches times the mean gap (every stall in it;
+              negative when the reader went faster than before)
+  at rest     both again in a window as long just before the migration: what they are
+              without one (the reader's own unevenness; replies come in bursts)
+
+both set against the round trip (measured, PING) times the slots moved, and the ASK and
+MOVED replies the nodes gave meanwhile (INFO errorstats: each one a request sent again). Each round moves
+other slots (to the next node), directly and through the delay proxy at --rtt ms; medians and
+the spread over rounds are printed.
+
+  python benchmarks/redis_migration.py [--dataset cifar10] [--slots 16] [--rounds 3] [--rtt 10]
+"""
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import toolchain  # noqa: E402
+from benchmarks import redis_path  # noqa: E402
+from data_prep import build, datasets, redis_cluster  # noqa: E402
+from data_prep.backends import redis_store  # noqa: E402
+from experiments import runner  # noqa: E402
+
+READ = """
+import sys, time, caffe
+net = caffe.Net(sys.argv[1], caffe.TEST)
+end = time.time() + float(sys.argv[2])
+print("ready", flush=True)
+while time.time() < end:
+    net.forward()
+    print(repr(time.time()), flush=True)
+"""
+
+
+class Reader:
+    """The reading net in its own process; the times its batches completed."""
+
+    def __init__(self, net, seconds):
+        self.p = subprocess.Popen([str(toolchain.PYTHON), "-c", READ, str(net), str(seconds)], text=True,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        if self.p.stdout.readline().strip() != "ready":
+            raise RuntimeError(f"the reading net did not start:\n{self.p.stderr.read()[-3000:]}")
+        self.times = []
+        self._collect = threading.Thread(target=self._read, daemon=True)
+        self._collect.start()
+
+    def _read(self):
+        for line in self.p.stdout:
+            self.times.append(float(line))
+
+    def wait(self, timeout):
+        try:
+            self.p.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.p.kill()
+            raise RuntimeError("the reading net did not finish in time") from None
+        self._collect.join(timeout=10)
+        if self.p.returncode != 0:
+            raise RuntimeError(f"the reading net failed (exit {self.p.returncode}):\n{self.p.stderr.read()[-3000:]}")
+
+
+def stalls(times, start, end, settle=1.0):
+    """((pause, time lost) in the migration's window [start, end + settle], the same in a window
+    as long just before it (the reader at rest: the numbers without a migration), the usual gap
+    between batches) in seconds, of batches completed at `times`. The usual gap is the mean
+    before both windows (replies come in bursts: the median gap would count bursts as stalls)."""
+    width = end + settle - start
+    usual = mean_gap(times, times[0], start - width)
+    return excess(times, start, start + width, usual), excess(times, start - width, start, usual), usual
+
+
+def mean_gap(times, lo, hi):
+    inside = [t for t in times if lo <= t <= hi]
+    if len(inside) < 10:
+        raise RuntimeError(f"only {len(inside)} batches before the migration: raise --before")
+    return (inside[-1] - inside[0]) / (len(inside) - 1)
+
+
+def excess(times, lo, hi, usual):
+    """(the longest gap touching [lo, hi] less the usual one, the window less its batches at the
+    usual gap: negative when it went faster than usual)."""
+    gaps = [b - a for a, b in zip(times, times[1:]) if b >= lo and a <= hi]
+    batches = sum(1 for t in times if lo <= t <= hi)
+    return max(gaps, default=hi - lo) - usual, (hi - lo) - batches * usual
+
+
+def record_slots(cluster, prefix, to_node, how_many):
+    """`how_many` slots holding records of `prefix`, none of them already on `to_node`."""
+    from redis.crc import key_slot
+    c = redis_store.client(cluster)
+    keys = [f"{prefix}:{k}" for k in redis_store.keys_of(c, prefix)]
+    c.close()
+    slots = sorted({key_slot(k.encode()) for k in keys})
+    chosen = [s for s in slots if cluster.owner_of_slot(s) != to_node][:how_many]
+    if len(chosen) < how_many:
+        raise RuntimeError(f"only {len(chosen)} slots with records off node {to_node}: raise --count")
+    return chosen
+
+
+def redirections(cluster):
+    """{"ASK": n, "MOVED": n}: the redirections every node has replied so far (INFO errorstats)."""
+    counts = {"ASK": 0, "MOVED": 0}
+    for node in cluster.nodes():
+        for kind in counts:
+            counts[kind] += (node.info("errorstats").get(f"errorstat_{kind}") or {}).get("count", 0)
+    return counts
+
+
+def one_round(cluster, net, prefix, rtt, slots, to_node, before):
+    cluster.start(rtt)
+    measured = cluster.rtt_ms()
+    moving = record_slots(cluster, prefix, to_node, slots)
+    reader = Reader(net, before + 3.0)
+    time.sleep(before)
+    replied = redirections(cluster)
+    start = time.time()
+    moved = cluster.migrate_slots(moving, to_node)
+    end = time.time()
+    reader.wait(timeout=before + 120)
+    replied = {k: v - replied[k] for k, v in redirections(cluster).items()}
+    (pause, lost), (rest_pause, rest_lost), usual = stalls(reader.times, start, end)
+    budget = moved * measured / 1000
+    return {"rtt_ms_asked": rtt, "rtt_ms": measured, "slots": moved, "migration_s": end - start,
+            "ask_replies": replied["ASK"], "moved_replies": replied["MOVED"],
+            "batches": len(reader.times), "usual_gap_ms": usual * 1000, "pause_ms": pause * 1000,
+            "lost_ms": lost * 1000, "at_rest_pause_ms": rest_pause * 1000, "at_rest_lost_ms": rest_lost * 1000,
+            "pause_per_slot_rtt": pause / budget, "lost_per_slot_rtt": lost / budget}
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--dataset", default="cifar10", choices=list(datasets.REGISTRY))
+    p.add_argument("--count", type=int, default=4000, help="records written to the benchmark's cluster")
+    p.add_argument("--slots", type=int, default=16, help="slots moved per round")
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--rtt", type=float, default=10.0, help="round trip added by the delay proxy, ms")
+    p.add_argument("--before", type=float, default=4.0, help="seconds of reading before the migration (at least "
+                                                                 "twice its window: about 2.5 s)")
+    p.add_argument("--batch", type=int, default=64)
+    p.add_argument("--depth", type=int, default=128, help="Redis requests in flight (prefetch_depth)")
+    p.add_argument("--redis-io", default="thread", choices=("thread", "inline"))
+    p.add_argument("--port", type=int, default=7400, help="the benchmark cluster's first port (its proxies: +100)")
+    p.add_argument("--json", type=Path, help="also write every round here")
+    a = p.parse_args(argv)
+    ds = datasets.get(a.dataset)
+    root = Path(tempfile.mkdtemp(prefix="redis-migration-"))
+    previous_port = os.environ.get(redis_cluster.PORT_ENV)
+    os.environ[redis_cluster.PORT_ENV] = str(a.port)  # where data_prep's writer finds this cluster
+    cluster = redis_cluster.Cluster(root / redis_store.CLUSTER_FOLDER, port=a.port)
+    rounds = []
+    try:
+        cluster.start()
+        build.prepare(a.dataset, ["redis"], root, count=a.count, log=lambda m: print(m, file=sys.stderr))
+        prefix = f"{a.dataset}:train"
+        net = redis_path.net_file(root / "read.prototxt", cluster, prefix, ds, a.depth, False,
+                                  redis_io=a.redis_io, batch=a.batch)
+        for r in range(a.rounds):
+            for rtt in (None, a.rtt):
+                got = one_round(cluster, net, prefix, rtt, a.slots, (r + 1) % cluster.count, a.before)
+                rounds.append(got)
+                print(f"round {r + 1} {'direct' if rtt is None else f'{rtt:g} ms':<7} {got['slots']} slots moved in "
+                      f"{got['migration_s']:.2f} s ({got['ask_replies']} ASK, {got['moved_replies']} MOVED replies): "
+                      f"pause {got['pause_ms']:.1f} ms, lost {got['lost_ms']:.1f} ms; at rest "
+                      f"{got['at_rest_pause_ms']:.1f} / {got['at_rest_lost_ms']:.1f} ms "
+                      f"(round trip {got['rtt_ms']:.2f} ms, usual gap {got['usual_gap_ms']:.2f} ms)",
+                      file=sys.stderr, flush=True)
+    finally:
+        cluster.stop()
+        shutil.rmtree(root, ignore_errors=True)
+        if previous_port is None:
+            os.environ.pop(redis_cluster.PORT_ENV)
+        else:
+            os.environ[redis_cluster.PORT_ENV] = previous_port
+    report(rounds, a)
+    if a.json:
+        a.json.write_text(json.dumps({"rounds": rounds, "args": {k: str(v) for k, v in vars(a).items()},
+                                      "machine": runner.environment()}, indent=1))
+    return 0
+
+
+def report(rounds, a):
+    print(f"\n{a.dataset}, {a.count} records, batch {a.batch}, {a.depth} in flight, redis_io {a.redis_io}, "
+          f"{a.slots} slots moved per round; median [min-max] of {a.rounds} rounds; "
+          f"machine: {runner.environment().get('cpu_model', '?')}")
+    print(f"{'cell':<10}{'round trip ms':>16}{'pause ms':>22}{'time lost ms':>22}{'at rest: pause':>20}{'lost':>22}"
+          f"{'pause / (slots x rtt)':>24}{'lost / (slots x rtt)':>24}{'ASK replies':>16}{'MOVED replies':>16}")
+    for rtt in (None, a.rtt):
+        got = [g for g in rounds if g["rtt_ms_asked"] == rtt]
+
+        def cell(field, digits=1):
+            values = [g[field] for g in got]
+            return f"{statistics.median(values):.{digits}f} [{min(values):.{digits}f}-{max(values):.{digits}f}]"
+        print(f"{'direct' if rtt is None else f'{rtt:g} ms':<10}{cell('rtt_ms', 2):>16}{cell('pause_ms'):>22}"
+              f"{cell('lost_ms'):>22}{cell('at_rest_pause_ms'):>20}{cell('at_rest_lost_ms'):>22}"
+              f"{cell('pause_per_slot_rtt', 2):>24}{cell('lost_per_slot_rtt', 2):>24}"
+              f"{cell('ask_replies', 0):>16}{cell('moved_replies', 0):>16}")
+    print("goal (#22): no pause longer than one round trip per migrated slot (pause / (slots x rtt) <= 1)")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
