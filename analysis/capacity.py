@@ -169,7 +169,7 @@ def data_path_cpu(r):
     HDF5Data and MemoryData, which read on it (that count includes the net's set-up: a bound
     from above)."""
     threads = (r.process or {}).get("thread_cpu_seconds") or {}
-    prefetch = threads.get(proctrack.PREFETCH, 0) + sum(threads.get(role, 0) for role in proctrack.READERS)
+    prefetch = threads.get(proctrack.PREFETCH, 0) + proctrack.readers_cpu(threads)
     return prefetch if prefetch > 0 else threads.get(proctrack.SOLVER)
 
 

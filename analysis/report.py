@@ -201,10 +201,8 @@ def fig_resources(dataset, records, out, setup=None, suffix=""):
 
     def thread(role):
         return lambda r: per_second(r, ((r.process or {}).get("thread_cpu_seconds") or {}).get(role))
-    def readers(r):
-        seconds = ((r.process or {}).get("thread_cpu_seconds") or {})
-        return per_second(r, sum(seconds.get(role, 0) for role in proctrack.READERS))
-    reading = _means(records, dataset, readers)
+    reading = _means(records, dataset, lambda r: per_second(
+        r, proctrack.readers_cpu((r.process or {}).get("thread_cpu_seconds") or {})))
     threads = [("data prefetch", _means(records, dataset, thread(proctrack.PREFETCH)), "#4477aa")]
     threads += [("its readers (LMDB read-ahead, Redis I/O)", reading, "#66ccee")] if any(reading.values()) else []
     threads += [("solver", _means(records, dataset, thread(proctrack.SOLVER)), "#ee6677")]

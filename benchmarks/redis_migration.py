@@ -114,7 +114,8 @@ def record_slots(cluster, prefix, to_node, how_many):
     keys = [f"{prefix}:{k}" for k in redis_store.keys_of(c, prefix)]
     c.close()
     slots = sorted({key_slot(k.encode()) for k in keys})
-    chosen = [s for s in slots if cluster.owner_of_slot(s) != to_node][:how_many]
+    owner_of = cluster.slot_owners()
+    chosen = [s for s in slots if owner_of(s) != to_node][:how_many]
     if len(chosen) < how_many:
         raise RuntimeError(f"only {len(chosen)} slots with records off node {to_node}: raise --count")
     return chosen

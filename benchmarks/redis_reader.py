@@ -38,26 +38,21 @@ RECORDS = {"mnist": 60000, "cifar10": 50000, "imagenet": 3000}
 
 MEASURE = """
 import os, sys, time, caffe
+sys.path.insert(0, sys.argv[3])
+from experiments import proctrack
 net = caffe.Net(sys.argv[1], caffe.TEST)
 batch, records = net.blobs["data"].num, int(sys.argv[2])
-def cpu(prefetch):
-    total = 0
-    for tid in os.listdir("/proc/self/task"):
-        with open(f"/proc/self/task/{tid}/comm") as f:
-            name = f.read().strip()
-        if (name == "caffe-prefetch") != prefetch or not (prefetch or name == "redis-io" or name.startswith("lmdb-")):
-            continue
-        with open(f"/proc/self/task/{tid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        total += int(fields[11]) + int(fields[12])  # utime + stime, clock ticks
-    return total / os.sysconf("SC_CLK_TCK")
+def cpu():
+    by_role = proctrack.roles(proctrack.thread_cpu(os.getpid()), os.getpid())
+    return by_role.get(proctrack.PREFETCH, 0), proctrack.readers_cpu(by_role)
 for _ in range(20):  # the prefetched batches drained, Redis' window grown
     net.forward()
-prefetch, readers, wall, n = cpu(True), cpu(False), time.time(), 0
+(prefetch, readers), wall, n = cpu(), time.time(), 0
 while n * batch < records:
     net.forward()
     n += 1
-print(cpu(True) - prefetch, cpu(False) - readers, n * batch, time.time() - wall)
+now = cpu()
+print(now[0] - prefetch, now[1] - readers, n * batch, time.time() - wall)
 """
 
 
@@ -75,7 +70,7 @@ def process_cpu(pids):
 def measure(net, records, cluster):
     servers = cluster.server_pids() + [cluster.proxy_pid()]
     before = process_cpu(servers)
-    p = subprocess.run([str(toolchain.PYTHON), "-c", MEASURE, str(net), str(records)], capture_output=True,
+    p = subprocess.run([str(toolchain.PYTHON), "-c", MEASURE, str(net), str(records), str(runner.ROOT)], capture_output=True,
                        text=True, timeout=900)
     if p.returncode != 0:
         raise RuntimeError(f"the measuring net {net} failed:\n{p.stderr[-3000:]}")

@@ -452,12 +452,18 @@ class Cluster:
         return round(statistics.median(times), 3)
 
     # --- resharding ----------------------------------------------------------------
-    def owner_of_slot(self, slot):
-        """The index (in node_ports) of the node serving `slot`, as the first node's map says."""
-        for lo, hi, master, *_ in self.nodes()[0].execute_command("CLUSTER", "SLOTS"):
-            if int(lo) <= slot <= int(hi):
-                return (int(master[1]) - self.port) % 100  # its own port, or its proxy's
-        raise ClusterError(f"slot {slot} has no node in the cluster under {self.root}")
+    def slot_owners(self):
+        """A function slot -> the index (in node_ports) of the node serving it, from one read of
+        the first node's map."""
+        ranges = [(int(lo), int(hi), (int(master[1]) - self.port) % 100)  # its own port, or its proxy's
+                  for lo, hi, master, *_ in self.nodes()[0].execute_command("CLUSTER", "SLOTS")]
+
+        def owner(slot):
+            for lo, hi, index in ranges:
+                if lo <= slot <= hi:
+                    return index
+            raise ClusterError(f"slot {slot} has no node in the cluster under {self.root}")
+        return owner
 
     def migrate_slots(self, slots, to_node, finish=True):
         """Redis Cluster's resharding, step by step, as redis-cli --cluster reshard does it: each
@@ -466,9 +472,9 @@ class Cluster:
         NODE on every node (readers meet MOVED). Returns how many slots had to move."""
         nodes = self.nodes()
         ids = [n.execute_command("CLUSTER", "MYID") for n in nodes]
-        by_owner = {}
+        by_owner, owner_of = {}, self.slot_owners()
         for slot in slots:
-            owner = self.owner_of_slot(slot)
+            owner = owner_of(slot)
             if owner != to_node:
                 by_owner.setdefault(owner, []).append(slot)
         for owner, owned in by_owner.items():

@@ -13,6 +13,21 @@ SOLVER, PREFETCH, READ_AHEAD, REDIS_IO, OTHER = ("solver (main thread)", "data p
 # the threads that read records for the prefetch thread (data path CPU = prefetch + these)
 READERS = (READ_AHEAD, REDIS_IO)
 
+
+def roles(threads, pid):
+    """{role: CPU seconds} of threads {tid: (name, seconds)} (thread_cpu's) of process `pid`."""
+    out = {}
+    for tid, (name, seconds) in threads.items():
+        role = (SOLVER if tid == pid else PREFETCH if name == "caffe-prefetch" else
+                READ_AHEAD if name.startswith("lmdb-") else REDIS_IO if name == "redis-io" else OTHER)
+        out[role] = round(out.get(role, 0.0) + seconds, 3)
+    return out
+
+
+def readers_cpu(by_role):
+    """CPU seconds of the threads reading for the prefetch thread, from a roles() dict."""
+    return sum(by_role.get(role, 0) for role in READERS)
+
 TICK = os.sysconf("SC_CLK_TCK")
 
 
@@ -101,12 +116,7 @@ class Tracker:
             cpu = sum(int(x) for x in f[11:15]) / TICK  # utime stime cutime cstime
         except OSError:
             return {}
-        roles = {}
-        for tid, (name, seconds) in self.threads.items():
-            role = (SOLVER if tid == self.pid else PREFETCH if name == "caffe-prefetch" else
-                    READ_AHEAD if name.startswith("lmdb-") else REDIS_IO if name == "redis-io" else OTHER)
-            roles[role] = round(roles.get(role, 0.0) + seconds, 3)
         return {"read_bytes": io.get("read_bytes"), "read_chars": io.get("rchar"),
-                "cpu_seconds": round(cpu, 3), "thread_cpu_seconds": roles,
+                "cpu_seconds": round(cpu, 3), "thread_cpu_seconds": roles(self.threads, self.pid),
                 "threads_seen": len(self.threads), "peak_rss_bytes": self.peak_rss or None,
                 "peak_anon_bytes": self.peak_anon or None}
