@@ -58,18 +58,24 @@ while time.time() < end:
 class Reader:
     """The reading net in its own process; the times its batches completed."""
 
-    def __init__(self, net, seconds):
+    def __init__(self, net, seconds, env=None):
         self.p = subprocess.Popen([str(toolchain.PYTHON), "-c", READ, str(net), str(seconds)], text=True,
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
         if self.p.stdout.readline().strip() != "ready":
             raise RuntimeError(f"the reading net did not start:\n{self.p.stderr.read()[-3000:]}")
-        self.times = []
-        self._collect = threading.Thread(target=self._read, daemon=True)
-        self._collect.start()
+        self.times, self.log = [], []
+        self._collect = [threading.Thread(target=self._read, daemon=True),
+                         threading.Thread(target=self._read_log, daemon=True)]  # a full pipe would stop the net
+        for t in self._collect:
+            t.start()
 
     def _read(self):
         for line in self.p.stdout:
             self.times.append(float(line))
+
+    def _read_log(self):
+        for line in self.p.stderr:
+            self.log.append(line)
 
     def wait(self, timeout):
         try:
@@ -77,9 +83,10 @@ class Reader:
         except subprocess.TimeoutExpired:
             self.p.kill()
             raise RuntimeError("the reading net did not finish in time") from None
-        self._collect.join(timeout=10)
+        for t in self._collect:
+            t.join(timeout=10)
         if self.p.returncode != 0:
-            raise RuntimeError(f"the reading net failed (exit {self.p.returncode}):\n{self.p.stderr.read()[-3000:]}")
+            raise RuntimeError(f"the reading net failed (exit {self.p.returncode}):\n{''.join(self.log)[-3000:]}")
 
 
 def stalls(times, start, end, settle=1.0):

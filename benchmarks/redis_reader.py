@@ -11,11 +11,14 @@ seconds of the prefetch thread ("caffe-prefetch", caffe/patches/0010) and of the
 reading for it ("redis-io"; "lmdb-*" for LMDB's other read paths), and the records per
 second the layer delivered. Moving work to another thread is not saving it: the table shows
 the prefetch thread alone and the data path (prefetch + readers). The servers' CPU per
-record (all redis-server processes, and the proxy's) is printed beside it. Rounds are
+record (all redis-server processes, and the proxy's) is printed beside it; with
+--server-io-threads 1,2 each Redis cell runs once per number of the servers' I/O threads
+(Redis's io-threads, reads included; the cluster restarted between them). Rounds are
 interleaved (LMDB, direct, proxied, LMDB, ...) so that noise on a shared machine falls on
 every cell alike; medians and the spread over rounds are printed.
 
   python benchmarks/redis_reader.py [--datasets cifar10,imagenet] [--rounds 3] [--rtt 10]
+                                    [--server-io-threads 1,2]
 """
 import argparse
 import json
@@ -30,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import toolchain  # noqa: E402
 from benchmarks import redis_path  # noqa: E402
-from data_prep import build, datasets  # noqa: E402
+from data_prep import build, datasets, redis_cluster  # noqa: E402
 from data_prep.backends import redis_store  # noqa: E402
 from experiments import runner  # noqa: E402
 
@@ -67,6 +70,11 @@ def process_cpu(pids):
     return total
 
 
+def measure_cell(cluster, net, cell, records, rtt):
+    cluster.start(None if cell == "lmdb" or cell.startswith("direct") else rtt)
+    return measure(net, records, cluster)
+
+
 def measure(net, records, cluster):
     servers = cluster.server_pids() + [cluster.proxy_pid()]
     before = process_cpu(servers)
@@ -92,7 +100,10 @@ def main(argv=None):
                                                "3,000 for ImageNet)")
     p.add_argument("--data", default=str(runner.ROOT / "data"))
     p.add_argument("--json", type=Path, help="also write every round's cells here")
+    p.add_argument("--server-io-threads", default="1", help="each Redis node's io-threads, a comma-separated list "
+                   "to compare (e.g. 1,2: each Redis cell once per value; the cluster restarted between them)")
     a = p.parse_args(argv)
+    server_threads = [int(t) for t in a.server_io_threads.split(",")]
     cluster = redis_store.cluster_of(Path(a.data) / "any" / "redis")
     tmp = Path(tempfile.mkdtemp(prefix="redis-reader-"))
     rounds = {}
@@ -111,19 +122,25 @@ def main(argv=None):
                         tmp / f"{name}-{where.split()[0]}-{io}.prototxt", cluster, f"{name}:train", ds, a.depth,
                         False, redis_io=io)
             for r in range(a.rounds):
-                for cell, net in nets.items():
-                    cluster.start(None if cell == "lmdb" or cell.startswith("direct") else a.rtt)
-                    got = measure(net, records, cluster)
-                    rounds.setdefault(f"{name}/{cell}", []).append(got)
-                    print(f"round {r + 1} {name:<9} {cell:<14} prefetch thread {got['prefetch_us']:7.1f} us/record, "
-                          f"readers {got['readers_us']:6.1f}, servers {got['servers_us']:6.1f} us/record, "
-                          f"{got['images_per_s']:8,.0f} images/s",
-                          file=sys.stderr, flush=True)
+                for threads in server_threads:
+                    cluster = redis_cluster.Cluster(cluster.root, io_threads=threads)
+                    for cell, net in nets.items():
+                        if cell == "lmdb" and threads != server_threads[0]:
+                            continue  # no server in it
+                        if cell != "lmdb" and len(server_threads) > 1:
+                            cell = f"{cell} io-threads {threads}"
+                        got = measure_cell(cluster, net, cell, records, a.rtt)
+                        rounds.setdefault(f"{name}/{cell}", []).append(got)
+                        print(f"round {r + 1} {name:<9} {cell:<14} prefetch thread {got['prefetch_us']:7.1f} us/record, "
+                              f"readers {got['readers_us']:6.1f}, servers {got['servers_us']:6.1f} us/record, "
+                              f"{got['images_per_s']:8,.0f} images/s",
+                              file=sys.stderr, flush=True)
     finally:
         cluster.stop()
     report(rounds, a)
     if a.json:
         a.json.write_text(json.dumps({"rounds": rounds, "rtt_ms": a.rtt, "depth": a.depth,
+                                      "server_io_threads": server_threads,
                                       "batch": redis_path.BATCH, "machine": runner.environment()}, indent=1))
     return 0
 

@@ -1,10 +1,11 @@
 """A Redis Cluster of Debian's redis-server processes, started and stopped by the project.
 
-  python -m data_prep.redis_cluster start [--nodes 3] [--replicas 1] [--rtt 10ms]
-  python -m data_prep.redis_cluster status | stop
+  python -m data_prep.redis_cluster start [--nodes 3] [--replicas 1] [--rtt 10ms] [--io-threads 2]
+  python -m data_prep.redis_cluster status | stop | stop-keeper
 
 Layout under the data folder (default data/redis-cluster/): node-I/ (nodes.conf, dump.rdb,
-redis.log, redis.pid) per node and proxy.pid. Node I listens on 127.0.0.1:PORT+I (bus: +10000)
+redis.log, redis.pid) per node, proxy.pid, and with replicas keeper.pid and keeper.log
+(data_prep/redis_keeper.py: a master whose process exits is failed over at once). Node I listens on 127.0.0.1:PORT+I (bus: +10000)
 and nowhere else; a password is required (IMGSTORE_REDIS_PASSWORD; generated for this process
 when unset). It is handed to redis-server on stdin and to Caffe in the environment, so no file
 the project writes holds it.
@@ -43,6 +44,7 @@ from data_prep.options import parse_ms  # noqa: E402
 REDIS_LOG = re.compile(r"^\d+:[A-Z] (\d+ \w+ \d+ [\d:.]+) . (.*)$")  # 1234:M 24 Nov 2026 07:01:08.292 # text
 FAILOVER_LINES = {"failing": re.compile(r"^Marking node \S+ as failing \(quorum reached\)"),
                   "delayed": re.compile(r"^Start of election delayed for (\d+) milliseconds"),
+                  "forced": re.compile(r"^Forced failover user request accepted"),  # the keeper's
                   "won": re.compile(r"^Failover election won")}
 
 PASSWORD_ENV = "IMGSTORE_REDIS_PASSWORD"
@@ -81,8 +83,9 @@ class Cluster:
     later Cluster of that folder has it: a Cluster of another shape there is refused."""
     SHAPE = "shape.json"
 
-    def __init__(self, root, nodes=None, port=None, replicas=None):
+    def __init__(self, root, nodes=None, port=None, replicas=None, io_threads=None):
         self.root = Path(root).resolve()  # redis-server chdirs: paths must be absolute
+        self.io_threads = io_threads  # each node's (Redis's io-threads, reads too); None: as running, or 1
         self.port = port or int(os.environ.get(PORT_ENV, "7100"))
         kept = self._kept_shape()
         asked = (nodes, replicas)
@@ -138,6 +141,9 @@ class Cluster:
     def proxy_pid(self):
         return self._pid(self.root / "proxy.pid", "delay_proxy")
 
+    def keeper_pid(self):
+        return self._pid(self.root / "keeper.pid", "python")
+
     def running(self):
         return all(self.server_pids())
 
@@ -155,10 +161,13 @@ class Cluster:
         keep_reach a running cluster stays as it is reached). Returns True when it started
         the servers."""
         want = None if rtt_ms is None else rtt_ms / 2
+        if self.running() and self.io_threads not in (None, self.running_io_threads()):
+            self.stop()  # a node's io-threads is fixed at its start
         if self.running():
             self._check_password()
             if not keep_reach:
                 self._reach(want, timeout)
+            self.start_keeper()
             return False
         self.stop()
         if shutil.which("redis-server") is None:
@@ -172,6 +181,8 @@ class Cluster:
             self._form_cluster(timeout)
             self._wait_converged(self.node_ports(), timeout)
             self._reach(want, timeout)
+            self.wait_replicated(timeout)  # a replica not yet in sync is not eligible to take over
+            self.start_keeper()
         except BaseException:
             self.stop()
             raise
@@ -239,12 +250,42 @@ class Cluster:
             "cluster-announce-ip 127.0.0.1", f"cluster-announce-port {port}",
             f"cluster-announce-bus-port {port + 10000}",
             f"dir {d}", "dbfilename dump.rdb", 'save ""', "appendonly no",
-            f"pidfile {d / 'redis.pid'}", f"logfile {d / 'redis.log'}", "daemonize no", ""])
+            f"pidfile {d / 'redis.pid'}", f"logfile {d / 'redis.log'}", "daemonize no",
+            f"io-threads {self.io_threads or 1}", f"io-threads-do-reads {'yes' if (self.io_threads or 1) > 1 else 'no'}",
+            ""])
         proc = subprocess.Popen(["redis-server", "-"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
                                 stderr=subprocess.DEVNULL, start_new_session=True)
         proc.stdin.write(config.encode())
         proc.stdin.close()
         (d / "redis.pid").write_text(f"{proc.pid}\n")  # redis writes it too; ours exists at once
+
+    def start_keeper(self):
+        """With replicas: the keeper (data_prep/redis_keeper.py), which fails a master over to
+        its replica as soon as its process has exited, rather than after Redis's own detection."""
+        if not self.replicas or self.keeper_pid():
+            return
+        password()  # the keeper's clients read it from the environment it inherits
+        with open(self.root / "keeper.log", "ab") as errors:
+            proc = subprocess.Popen([sys.executable, "-m", "data_prep.redis_keeper", str(self.root),
+                                     "--port", str(self.port)], cwd=ROOT, stdin=subprocess.DEVNULL,
+                                    stdout=subprocess.DEVNULL, stderr=errors, start_new_session=True)
+        (self.root / "keeper.pid").write_text(f"{proc.pid}\n")
+
+    def stop_keeper(self):
+        """Leave a lost master to Redis Cluster's own failover (node timeout, gossip, election)."""
+        self._stop_pid(self.keeper_pid())
+
+    def running_io_threads(self):
+        """The first answering node's io-threads (its I/O threads, the main one counted)."""
+        for c in self.nodes():
+            try:
+                return int(c.config_get("io-threads")["io-threads"])
+            except Exception:
+                continue
+        return None
+
+    def node_client(self, i):
+        return self._client(self.node_ports()[i])
 
     def _client(self, port, timeout=5):
         import redis
@@ -319,10 +360,32 @@ class Cluster:
                 continue
         return []
 
+    def node_roles(self, among=None):
+        """From the first of the nodes `among` (indices; default all) that answers CLUSTER NODES:
+        node index -> (its id, its master's id or None, how many slots it serves); None when no
+        node answers."""
+        for i in range(len(self.node_ports())) if among is None else among:
+            try:
+                text = self._client(self.node_ports()[i], timeout=1).execute_command("CLUSTER", "NODES")
+            except Exception:
+                continue
+            text = text.decode() if isinstance(text, bytes) else text
+            return dict(self._node_role(line.split()) for line in text.splitlines() if line.strip())
+        return None
+
+    def _node_role(self, fields):
+        """One CLUSTER NODES line: id, ip:port@bus, flags, master id or -, ping, pong, epoch,
+        link, then the slots served ("0-5460", "5461"; "[slot-<-id]" while migrating)."""
+        port = int(fields[1].split("@")[0].rsplit(":", 1)[1])  # its own, or its proxy's
+        ranges = [s.split("-") for s in fields[8:] if not s.startswith("[")]
+        slots = sum(int(r[-1]) - int(r[0]) + 1 for r in ranges)
+        return (port - self.port) % 100, (fields[0], None if fields[3] == "-" else fields[3], slots)
+
     def failover_events(self, since, until):
         """What the nodes' own logs say happened in a failover between two datetimes: when the
         masters agreed a node failed ("failing"), the replica's election delay ("delayed", with
-        its milliseconds) and its promotion ("won"); (datetime, node index, kind, value) in
+        its milliseconds), the keeper's CLUSTER FAILOVER FORCE reaching it ("forced") and its
+        promotion ("won"); (datetime, node index, kind, value) in
         time order."""
         events = []
         for i in range(len(self.node_ports())):
@@ -425,7 +488,8 @@ class Cluster:
         os.kill(pid, signal.SIGKILL)
 
     def stop(self):
-        """Stop the proxy and every node (no save: see the module's docstring)."""
+        """Stop the keeper, the proxy and every node (no save: see the module's docstring)."""
+        self.stop_keeper()
         self._stop_pid(self.proxy_pid())
         for pid in self.server_pids():
             self._stop_pid(pid)
@@ -509,6 +573,7 @@ class Cluster:
     def describe(self):
         delay = self.delay_ms()
         return {"nodes": self.count, "ports": self.node_ports(), "replicas": self.replicas,
+                "io_threads": self.running_io_threads() if self.running() else self.io_threads,
                 "rtt_ms_asked": None if delay is None else 2 * delay,  # None: no proxy, direct
                 "rtt_ms_measured": self.rtt_ms() if self.running() else None, "bandwidth_limit": None}
 
@@ -526,16 +591,20 @@ def _zombie(pid):
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("action", choices=["start", "stop", "status"])
+    p.add_argument("action", choices=["start", "stop", "status", "stop-keeper"],
+                   help="stop-keeper: leave a lost master to Redis Cluster's own failover (5.5-8.5 s, "
+                   "not the keeper's < 1 s) until the next start")
     p.add_argument("--data", default=str(ROOT / "data"), help="data root (default: %(default)s)")
     p.add_argument("--nodes", type=int, help="masters (default 3, or the folder's cluster's)")
     p.add_argument("--replicas", type=int, help="replicas of each master (default 0): a master lost is "
                    "failed over to its replica, and Caffe's reader carries on")
     p.add_argument("--port", type=int, help=f"first node's port (default: ${PORT_ENV} or 7100)")
     p.add_argument("--rtt", help="round trip to emulate, e.g. 10ms (default: none, direct)")
+    p.add_argument("--io-threads", type=int, help="each node's I/O threads, reading too (Redis's io-threads; "
+                   "default 1: the main thread does all; a running cluster with another number is restarted)")
     a = p.parse_args(argv)
     try:
-        cluster = Cluster(Path(a.data) / "redis-cluster", a.nodes, a.port, a.replicas)
+        cluster = Cluster(Path(a.data) / "redis-cluster", a.nodes, a.port, a.replicas, a.io_threads)
         if a.action == "start":
             if not os.environ.get(PASSWORD_ENV):
                 raise ClusterError(f"set {PASSWORD_ENV} first (e.g. export {PASSWORD_ENV}=$(openssl rand -hex 16)): "
@@ -545,8 +614,12 @@ def main(argv=None):
         elif a.action == "stop":
             cluster.stop()
             print("Redis cluster stopped")
+        elif a.action == "stop-keeper":
+            cluster.stop_keeper()
+            print("keeper stopped: a lost master now waits for Redis Cluster's own failover")
         else:
-            print(f"running: {cluster.running()}; {cluster.describe() if cluster.running() else ''}")
+            keeper = f"keeper pid {cluster.keeper_pid()}" if cluster.keeper_pid() else "no keeper"
+            print(f"running: {cluster.running()}; {cluster.describe() if cluster.running() else ''}; {keeper}")
     except SourceError as e:
         sys.exit(f"error: {e}")
 

@@ -6,6 +6,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import psutil
@@ -298,3 +299,23 @@ def test_a_run_from_redis_over_a_round_trip_is_recorded_with_it(redis_cifar, run
     assert "restarted" in cold.cache_method and cold.location["load_seconds"] > 0
     secret = os.environ["IMGSTORE_REDIS_PASSWORD"]
     assert not any(secret in f.read_text(errors="replace") for f in tmp_path.rglob("*") if f.is_file())
+
+
+def test_the_servers_io_threads_are_set_at_start_and_said(scratch):
+    """--io-threads N: each node starts with N I/O threads (reads too; Redis's io-threads); a
+    running cluster asked for another number is restarted with it; describe() (the record's
+    location) says the number the nodes run with."""
+    from data_prep.redis_cluster import Cluster
+
+    def io_thread_names(pid):
+        return [t.read_text().strip() for t in Path(f"/proc/{pid}/task").glob("*/comm")
+                if t.read_text().startswith("io_thd")]
+    assert scratch.describe()["io_threads"] == 1 and not io_thread_names(scratch.server_pids()[0])
+    before = scratch.server_pids()
+    two = Cluster(scratch.root, port=scratch.port, io_threads=2)
+    try:
+        assert two.start() is True and set(two.server_pids()).isdisjoint(before)
+        assert two.describe()["io_threads"] == 2 and len(io_thread_names(two.server_pids()[0])) == 1
+        assert Cluster(scratch.root, port=scratch.port).start() is False  # none asked: as it runs
+    finally:
+        Cluster(scratch.root, port=scratch.port, io_threads=1).start()

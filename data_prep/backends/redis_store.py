@@ -298,14 +298,18 @@ class RedisClusterLocation(locations.Location):
         return None
 
     def failover_phases(self, failover):
-        """Where a failover's pause went, from the nodes' own logs: seconds from the reader's loss
-        of the node (the pause's start) to the masters agreeing that it failed and to the replica
-        winning its election, and that election's delay; the rest of the pause is the reader's."""
+        """Where a failover's pause went, from the nodes' own logs: who failed the node over (the
+        project's keeper, or Redis's own detection), seconds from the reader's loss of the node
+        (the pause's start) to the keeper's FORCE reaching the replica, to the masters agreeing
+        that it failed and to the replica winning its election, and that election's delay; the
+        rest of the pause is the reader's."""
         resumed = datetime.fromisoformat(failover["at"])
         if resumed.year == 2000:  # glog's stamps carry no year
             resumed = resumed.replace(year=datetime.now().year)
         lost = resumed - timedelta(seconds=failover["pause_seconds"])
-        events = self.cluster.failover_events(lost - timedelta(seconds=60), resumed)
+        # from the loss on (1 s for the clocks' stamps): an earlier failover's lines are not this one's;
+        # a reader that noticed the loss late (an idle test net) gets no phases
+        events = self.cluster.failover_events(lost - timedelta(seconds=1), resumed)
         port = int(failover["served_by"].rsplit(":", 1)[1])
         ports = self.cluster.node_ports() + self.cluster.proxy_ports()
         replica = ports.index(port) % len(self.cluster.node_ports()) if port in ports else None
@@ -314,8 +318,11 @@ class RedisClusterLocation(locations.Location):
             return {}
         failing = [at for at, _, kind, _ in events if kind == "failing" and at <= won[-1]]
         delays = [ms for at, node, kind, ms in events if kind == "delayed" and node == replica and at <= won[-1]]
+        forced = [at for at, node, kind, _ in events if kind == "forced" and node == replica and at <= won[-1]]
         after = lambda at: round((at - lost).total_seconds(), 3)  # noqa: E731
-        return {"failing_after_seconds": after(failing[-1]) if failing else None,
+        return {"failed_over_by": "keeper" if forced else "redis",
+                "forced_after_seconds": after(forced[-1]) if forced else None,
+                "failing_after_seconds": after(failing[-1]) if failing else None,
                 "promoted_after_seconds": after(won[-1]), "election_delay_ms": delays[-1] if delays else None}
 
     def close(self):
