@@ -33,6 +33,7 @@
 
 #define CHUNK (256 * 1024)
 #define QUEUE_LIMIT (64L * 1024 * 1024)
+#define SPARE_LIMIT 64          /* chunks kept for reuse per direction (16 MiB) */
 
 static int64_t delay_ns;
 
@@ -46,7 +47,28 @@ struct chunk {
 struct direction {              /* bytes from `from` to `to`, delayed */
     int from, to;
     struct connection *conn;
+    struct chunk *spare;        /* sent chunks, reused: a fresh 256 KiB malloc is an mmap whose
+                                   pages fault in one by one, which cost more than the copying */
+    int spares;
 };
+
+static struct chunk *new_chunk(struct direction *d) {
+    struct chunk *c = d->spare;
+    if (!c) return malloc(sizeof(struct chunk) + CHUNK);
+    d->spare = c->next;
+    d->spares--;
+    return c;
+}
+
+static void drop_chunk(struct direction *d, struct chunk *c) {
+    if (d->spares >= SPARE_LIMIT) {
+        free(c);
+        return;
+    }
+    c->next = d->spare;
+    d->spare = c;
+    d->spares++;
+}
 
 struct connection {
     struct direction up, down;  /* client -> server, server -> client */
@@ -85,7 +107,7 @@ static int write_due(struct direction *d, struct chunk **head, struct chunk **ta
         *head = c->next;
         if (!*head) *tail = NULL;
         *queued -= (long)c->len;
-        free(c);
+        drop_chunk(d, c);
     }
     return 0;
 }
@@ -113,7 +135,7 @@ static void *relay(void *arg) {
             break;
         }
         if (p[0].revents) {
-            struct chunk *c = malloc(sizeof(struct chunk) + CHUNK);
+            struct chunk *c = new_chunk(d);
             ssize_t n = c ? read(d->from, c->data, CHUNK) : -1;
             if (n <= 0) {
                 free(c);
@@ -138,6 +160,11 @@ static void *relay(void *arg) {
     while (head) {
         struct chunk *c = head;
         head = c->next;
+        free(c);
+    }
+    while (d->spare) {
+        struct chunk *c = d->spare;
+        d->spare = c->next;
         free(c);
     }
     shutdown(d->to, SHUT_WR);

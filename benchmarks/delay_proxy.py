@@ -1,0 +1,104 @@
+#!/usr/bin/env python3
+"""The delay proxy's own cost: the CPU the proxy process spends per record it relays while
+Caffe's Data layer reads a data set from the cluster at --rtt ms, for this checkout's proxy
+(data_prep/delay_proxy.c) against another build of it (--against: a delay_proxy binary, say
+one compiled from an earlier commit).
+
+The proxy stands in for a network where the kernel has no netem; its CPU is the emulation's
+own, not the data path's, yet a 2-core machine pays it out of the same budget as Caffe's
+prefetch thread and the servers. So it should be small, and it is measured, not assumed.
+Each cell: the cluster reached through a fresh proxy of that build, one net of one Data layer
+in its own process reading --records records after warming up (benchmarks/redis_reader.py's
+measurement); rounds alternate the builds; medians and the spread are printed.
+
+  git show HEAD~1:data_prep/delay_proxy.c > /tmp/old.c && gcc -O2 -pthread -o /tmp/old /tmp/old.c
+  python benchmarks/delay_proxy.py --against /tmp/old [--datasets imagenet,cifar10] [--rounds 3]
+"""
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import toolchain  # noqa: E402
+from benchmarks import redis_path, redis_reader  # noqa: E402
+from data_prep import build, datasets  # noqa: E402
+from data_prep.backends import redis_store  # noqa: E402
+from experiments import runner  # noqa: E402
+
+RECORDS = {"mnist": 250000, "cifar10": 250000, "imagenet": 12800}
+
+
+def measure_with(binary, cluster, net, records, rtt):
+    """(proxy CPU us per record, records/s) through a proxy of `binary`."""
+    compiled = toolchain.delay_proxy
+    toolchain.delay_proxy = lambda: binary
+    try:
+        cluster.start(None)  # the running proxy stopped, whichever build it was
+        cluster.start(rtt)
+    finally:
+        toolchain.delay_proxy = compiled
+    proxy = [cluster.proxy_pid()]
+    before = redis_reader.process_cpu(proxy)
+    got = redis_reader.measure(net, records, cluster)
+    return (redis_reader.process_cpu(proxy) - before) / got["records"] * 1e6, got["images_per_s"]
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--against", type=Path, required=True, help="another delay_proxy binary to compare with")
+    p.add_argument("--datasets", default="imagenet,cifar10")
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--rtt", type=float, default=10.0, help="round trip the proxies add, ms")
+    p.add_argument("--depth", type=int, default=128, help="Redis requests in flight (prefetch_depth)")
+    p.add_argument("--data", default=str(runner.ROOT / "data"))
+    p.add_argument("--json", type=Path, help="also write every round's cells here")
+    a = p.parse_args(argv)
+    if not a.against.is_file():
+        p.error(f"--against {a.against}: no such binary")
+    builds = {"this checkout": toolchain.delay_proxy(), "against": a.against.resolve()}
+    cluster = redis_store.cluster_of(Path(a.data) / "any" / "redis")
+    tmp = Path(tempfile.mkdtemp(prefix="delay-proxy-"))
+    cells = {}
+    try:
+        for name in a.datasets.split(","):
+            ds = datasets.get(name)
+            if build.load_manifest(Path(a.data) / name, "redis") is None:
+                build.prepare(name, ["redis"], a.data, log=lambda m: print(m, file=sys.stderr))
+            net = redis_path.net_file(tmp / f"{name}.prototxt", cluster, f"{name}:train", ds, a.depth, False,
+                                      redis_io="thread")
+            for r in range(a.rounds):
+                for label, binary in builds.items():
+                    us, rate = measure_with(binary, cluster, net, RECORDS[name], a.rtt)
+                    cells.setdefault(f"{name}/{label}", []).append({"proxy_us": us, "images_per_s": rate})
+                    print(f"round {r + 1} {name:<9} {label:<14} proxy {us:7.1f} us/record, {rate:9,.0f} images/s",
+                          file=sys.stderr, flush=True)
+    finally:
+        cluster.stop()
+    report(cells, a)
+    if a.json:
+        a.json.write_text(json.dumps({"cells": cells, "rtt_ms": a.rtt, "depth": a.depth, "against": str(a.against),
+                                      "machine": runner.environment()}, indent=1))
+    return 0
+
+
+def report(cells, a):
+    print(f"\nThe delay proxy's CPU per record relayed at {a.rtt:g} ms, {a.depth} requests in flight; median "
+          f"[min-max] of {a.rounds} rounds; machine: {runner.environment().get('cpu_model', '?')}")
+    print(f"{'cell':<28}{'proxy us/record':>24}{'x against':>11}{'images/s':>12}{'x against':>11}")
+    for key, got in cells.items():
+        base = cells[f"{key.split('/')[0]}/against"]
+
+        def ratio(field):
+            return statistics.median(g[field] for g in got) / statistics.median(g[field] for g in base)
+        us = [g["proxy_us"] for g in got]
+        print(f"{key:<28}{statistics.median(us):>10.1f} [{min(us):.1f}-{max(us):.1f}]".ljust(52)
+              + f"{ratio('proxy_us'):>10.2f}x{statistics.median(g['images_per_s'] for g in got):>12,.0f}"
+              + f"{ratio('images_per_s'):>10.2f}x")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
