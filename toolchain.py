@@ -46,6 +46,12 @@ def cuda_built():
 DELAY_PROXY = BUILD / "delay_proxy"   # data_prep/delay_proxy.c: network delay without netem
 
 
+def delay_proxy_source():
+    """A digest of the delay proxy's source (records name the proxy their 10 ms ran through)."""
+    import hashlib
+    return hashlib.sha256((ROOT / "data_prep" / "delay_proxy.c").read_bytes()).hexdigest()[:16]
+
+
 def delay_proxy():
     """The delay proxy, compiled on first use (and again when its source changes)."""
     import os

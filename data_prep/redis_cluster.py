@@ -571,10 +571,12 @@ class Cluster:
         return out
 
     def describe(self):
+        import toolchain
         delay = self.delay_ms()
         return {"nodes": self.count, "ports": self.node_ports(), "replicas": self.replicas,
                 "io_threads": self.running_io_threads() if self.running() else self.io_threads,
                 "rtt_ms_asked": None if delay is None else 2 * delay,  # None: no proxy, direct
+                "delay_proxy_source": None if delay is None else toolchain.delay_proxy_source(),
                 "rtt_ms_measured": self.rtt_ms() if self.running() else None, "bandwidth_limit": None}
 
 
