@@ -348,9 +348,13 @@ def main(argv=None):
     p.add_argument("--out", type=Path)
     p.add_argument("--readme", action="store_true", help="also write the compact tables into README.md")
     a = p.parse_args(argv)
+    records = [r for r in load([a.results]) if not r.superseded]  # kept, counted nowhere
+    if not any(r.concurrent for r in records):
+        # an empty table would overwrite the README's with nothing
+        p.error(f"no capacity sweep recorded under {a.results} (run benchmarks/capacity.py first; "
+                "this project's own: results/ci-2core-capacity)")
     out = a.out or a.results / "report"
     out.mkdir(parents=True, exist_ok=True)
-    records = [r for r in load([a.results]) if not r.superseded]  # kept, counted nowhere
     (out / "capacity.md").write_text(table(records))
     print((out / "capacity.md").read_text())
     if a.readme:

@@ -3,6 +3,8 @@ Caffe runs of several solvers at once on the emulated H100 (LeNet: 1.05 ms per i
 warm MNIST image files starve even one solver (AU ~0.3) and LMDB feeds two (AU ~0.99)."""
 import dataclasses
 
+import pytest
+
 from analysis import capacity
 from benchmarks import capacity as sweep
 from experiments import proctrack
@@ -51,3 +53,13 @@ def test_each_backend_is_swept_on_its_own_runs(mnist_small, tmp_path, monkeypatc
     fresh = {r.concurrent["group"] for r in again if r.backend == "lmdb" and capacity.solvers(r) == 2
              and not r.superseded}
     assert len(fresh) == 2
+
+
+def test_the_analysis_refuses_a_folder_without_a_sweep_and_leaves_the_readme(tmp_path):
+    """`analysis/capacity.py results --readme` before any sweep: an error naming the folder,
+    not the README's capacity tables replaced by empty ones."""
+    from experiments import runner
+    before = (runner.ROOT / "README.md").read_text()
+    with pytest.raises(SystemExit):
+        capacity.main([str(tmp_path), "--readme"])
+    assert (runner.ROOT / "README.md").read_text() == before and not (tmp_path / "report").exists()
