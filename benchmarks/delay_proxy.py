@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import toolchain  # noqa: E402
 from benchmarks import redis_path, redis_reader  # noqa: E402
-from data_prep import build, datasets  # noqa: E402
+from data_prep import datasets  # noqa: E402
 from data_prep.backends import redis_store  # noqa: E402
 from experiments import runner  # noqa: E402
 
@@ -66,8 +66,7 @@ def main(argv=None):
     try:
         for name in a.datasets.split(","):
             ds = datasets.get(name)
-            if build.load_manifest(Path(a.data) / name, "redis") is None:
-                build.prepare(name, ["redis"], a.data, log=lambda m: print(m, file=sys.stderr))
+            redis_reader.prepared(a.data, name, ("redis",))
             net = redis_path.net_file(tmp / f"{name}.prototxt", cluster, f"{name}:train", ds, a.depth, False,
                                       redis_io="thread")
             for r in range(a.rounds):

@@ -25,19 +25,17 @@ Each round kills another master; the cluster is restarted whole between rounds.
 import argparse
 import json
 import os
-import shutil
 import signal
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks import redis_path  # noqa: E402
-from benchmarks.redis_migration import Reader  # noqa: E402
-from data_prep import build, datasets, redis_cluster  # noqa: E402
+from benchmarks.redis_migration import Reader, own_cluster  # noqa: E402
+from data_prep import datasets  # noqa: E402
 from data_prep.backends import redis_store  # noqa: E402
 from experiments import caffe_log, runner  # noqa: E402
 
@@ -85,14 +83,8 @@ def main(argv=None):
     p.add_argument("--json", type=Path, help="also write every round here")
     a = p.parse_args(argv)
     ds = datasets.get(a.dataset)
-    root = Path(tempfile.mkdtemp(prefix="redis-failover-"))
-    previous_port = os.environ.get(redis_cluster.PORT_ENV)
-    os.environ[redis_cluster.PORT_ENV] = str(a.port)  # where data_prep's writer finds this cluster
-    cluster = redis_cluster.Cluster(root / redis_store.CLUSTER_FOLDER, port=a.port, replicas=1)
     rounds = []
-    try:
-        cluster.start()
-        build.prepare(a.dataset, ["redis"], root, count=a.count, log=lambda m: print(m, file=sys.stderr))
+    with own_cluster(a.dataset, a.count, a.port, "redis-failover-", replicas=1) as (root, cluster):
         location = redis_store.RedisClusterLocation(root / a.dataset / "redis", [])
         prefix = f"{a.dataset}:train"
         net = redis_path.net_file(root / "read.prototxt", cluster, prefix, ds, a.depth, False, batch=a.batch)
@@ -104,13 +96,6 @@ def main(argv=None):
                       f"(failed over by {got['failed_over_by']}): pause {got['pause_s']:.2f} s, longest gap "
                       f"{got['gap_s']:.2f} s; forced {got['forced_after_s']}, failing {got['failing_after_s']}, "
                       f"promoted {got['promoted_after_s']} s after the loss", file=sys.stderr, flush=True)
-    finally:
-        cluster.stop()
-        shutil.rmtree(root, ignore_errors=True)
-        if previous_port is None:
-            os.environ.pop(redis_cluster.PORT_ENV)
-        else:
-            os.environ[redis_cluster.PORT_ENV] = previous_port
     report(rounds, a, cluster.node_timeout_ms / 1000)
     if a.json:
         a.json.write_text(json.dumps({"rounds": rounds, "args": {k: str(v) for k, v in vars(a).items()},

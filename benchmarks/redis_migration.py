@@ -34,6 +34,7 @@ import sys
 import tempfile
 import threading
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -87,6 +88,28 @@ class Reader:
             t.join(timeout=10)
         if self.p.returncode != 0:
             raise RuntimeError(f"the reading net failed (exit {self.p.returncode}):\n{''.join(self.log)[-3000:]}")
+
+
+@contextmanager
+def own_cluster(dataset, count, port, prefix, replicas=0):
+    """A cluster of the benchmark's own (first node on `port`, in a temporary folder, the
+    project's password and loopback rules) holding `count` records of the data set; stopped and
+    removed after. Yields (data root, Cluster)."""
+    root = Path(tempfile.mkdtemp(prefix=prefix))
+    previous_port = os.environ.get(redis_cluster.PORT_ENV)
+    os.environ[redis_cluster.PORT_ENV] = str(port)  # where data_prep's writer finds this cluster
+    cluster = redis_cluster.Cluster(root / redis_store.CLUSTER_FOLDER, port=port, replicas=replicas)
+    try:
+        cluster.start()
+        build.prepare(dataset, ["redis"], root, count=count, log=lambda m: print(m, file=sys.stderr))
+        yield root, cluster
+    finally:
+        cluster.stop()
+        shutil.rmtree(root, ignore_errors=True)
+        if previous_port is None:
+            os.environ.pop(redis_cluster.PORT_ENV)
+        else:
+            os.environ[redis_cluster.PORT_ENV] = previous_port
 
 
 def stalls(times, start, end, settle=1.0):
@@ -174,14 +197,8 @@ def main(argv=None):
     p.add_argument("--json", type=Path, help="also write every round here")
     a = p.parse_args(argv)
     ds = datasets.get(a.dataset)
-    root = Path(tempfile.mkdtemp(prefix="redis-migration-"))
-    previous_port = os.environ.get(redis_cluster.PORT_ENV)
-    os.environ[redis_cluster.PORT_ENV] = str(a.port)  # where data_prep's writer finds this cluster
-    cluster = redis_cluster.Cluster(root / redis_store.CLUSTER_FOLDER, port=a.port)
     rounds = []
-    try:
-        cluster.start()
-        build.prepare(a.dataset, ["redis"], root, count=a.count, log=lambda m: print(m, file=sys.stderr))
+    with own_cluster(a.dataset, a.count, a.port, "redis-migration-") as (root, cluster):
         prefix = f"{a.dataset}:train"
         net = redis_path.net_file(root / "read.prototxt", cluster, prefix, ds, a.depth, False,
                                   redis_io=a.redis_io, batch=a.batch)
@@ -195,13 +212,6 @@ def main(argv=None):
                       f"{got['at_rest_pause_ms']:.1f} / {got['at_rest_lost_ms']:.1f} ms "
                       f"(round trip {got['rtt_ms']:.2f} ms, usual gap {got['usual_gap_ms']:.2f} ms)",
                       file=sys.stderr, flush=True)
-    finally:
-        cluster.stop()
-        shutil.rmtree(root, ignore_errors=True)
-        if previous_port is None:
-            os.environ.pop(redis_cluster.PORT_ENV)
-        else:
-            os.environ[redis_cluster.PORT_ENV] = previous_port
     report(rounds, a)
     if a.json:
         a.json.write_text(json.dumps({"rounds": rounds, "args": {k: str(v) for k, v in vars(a).items()},
