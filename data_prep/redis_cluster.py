@@ -5,8 +5,8 @@
 
 Layout under the data folder (default data/redis-cluster/): node-I/ (nodes.conf, dump.rdb,
 redis.log, redis.pid) per node, proxy.pid, and with replicas keeper.pid and keeper.log
-(data_prep/redis_keeper.py: a master whose process exits is failed over at once). Node I listens on 127.0.0.1:PORT+I (bus: +10000)
-and nowhere else; a password is required (IMGSTORE_REDIS_PASSWORD; generated for this process
+(data_prep/redis_keeper.py: a master whose process exits is failed over at once). Node I
+listens on 127.0.0.1:PORT+I (bus: +10000) and nowhere else; a password is required (IMGSTORE_REDIS_PASSWORD; generated for this process
 when unset). It is handed to redis-server on stdin and to Caffe in the environment, so no file
 the project writes holds it.
 
