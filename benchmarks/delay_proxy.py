@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import toolchain  # noqa: E402
 from benchmarks import redis_path, redis_reader  # noqa: E402
-from data_prep import datasets  # noqa: E402
+from data_prep import datasets, redis_cluster  # noqa: E402
 from data_prep.backends import redis_store  # noqa: E402
 from experiments import runner  # noqa: E402
 
@@ -54,13 +54,16 @@ def main(argv=None):
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--rtt", type=float, default=10.0, help="round trip the proxies add, ms")
     p.add_argument("--depth", type=int, default=128, help="Redis requests in flight (prefetch_depth)")
+    p.add_argument("--delay-legs", choices=sorted(redis_cluster.Cluster.DELAY_LEGS), default="both",
+                   help="where the round trip is put (default %(default)s: a build before session 16 "
+                   "takes only that)")
     p.add_argument("--data", default=str(runner.ROOT / "data"))
     p.add_argument("--json", type=Path, help="also write every round's cells here")
     a = p.parse_args(argv)
     if not a.against.is_file():
         p.error(f"--against {a.against}: no such binary")
     builds = {"this checkout": toolchain.delay_proxy(), "against": a.against.resolve()}
-    cluster = redis_store.cluster_of(Path(a.data) / "any" / "redis")
+    cluster = redis_store.cluster_of(Path(a.data) / "any" / "redis", delay_legs=a.delay_legs)
     tmp = Path(tempfile.mkdtemp(prefix="delay-proxy-"))
     cells = {}
     try:
@@ -79,7 +82,8 @@ def main(argv=None):
         cluster.stop()
     report(cells, a)
     if a.json:
-        a.json.write_text(json.dumps({"cells": cells, "rtt_ms": a.rtt, "depth": a.depth, "against": str(a.against),
+        a.json.write_text(json.dumps({"cells": cells, "rtt_ms": a.rtt, "delay_legs": a.delay_legs, "depth": a.depth,
+                                      "against": str(a.against),
                                       "machine": runner.environment()}, indent=1))
     return 0
 

@@ -10,9 +10,14 @@ the round trip should vanish. The goal: at 100 ms, at least 0.9 of the rate at 0
   python benchmarks/redis_path.py [--datasets cifar10,imagenet] [--rtts 0,1,10,50,100]
                                   [--depths 1,16,128,1024] [--encodings raw,png] [--json FILE]
 
-Each cell: one net in its own process, warmed up (the 4 prefetched batches drained, the
-window grown), then forward passes for --seconds; the rate is images over that time. "direct"
-is the cluster without the proxy: direct / proxy-at-0-ms is the proxy's own cost.
+Each cell: one net in its own process, warmed up, then forward passes for --seconds; the rate
+is images over that time. Warm-up lasts at least --seconds / 3 and until the rate stops
+rising (no half second 10% above the best before it; at most 30 s): the reader's window
+starts at one request and doubles per round trip, so at 100 ms a deep window takes seconds
+to open, and a shorter warm-up measures the opening, not the rate that training then keeps
+(each cell's warm-up is printed). "direct" is the cluster without the proxy: direct /
+proxy-at-0-ms is the proxy's own cost. --delay-legs both,requests compares where the proxy
+puts the round trip (data_prep/delay_proxy.c says why requests is the default).
 """
 import argparse
 import json
@@ -26,7 +31,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import toolchain  # noqa: E402
-from data_prep import build, datasets  # noqa: E402
+from data_prep import build, datasets, redis_cluster  # noqa: E402
 from data_prep.backends import datum, redis_store, transform_param  # noqa: E402
 from experiments import runner  # noqa: E402
 
@@ -36,16 +41,21 @@ MEASURE = """
 import sys, time, caffe
 net = caffe.Net(sys.argv[1], caffe.TEST)
 batch, seconds = net.blobs["data"].num, float(sys.argv[2])
-start = time.time()
-for i in range(1000000):
+start = interval = time.time()
+n, best, rising = 0, 0.0, True
+while n < 5 or time.time() - start < seconds / 3 or (rising and time.time() - start < 30):
     net.forward()
-    if i >= 5 and time.time() - start > seconds / 3:
-        break
+    n += 1
+    if time.time() - interval >= 0.5:
+        rate = n * batch / (time.time() - interval)
+        rising, best = rate > 1.1 * best, max(best, rate)
+        interval, n = time.time(), 0
+warm_up = time.time() - start
 t, n = time.time(), 0
 while n < 3 or time.time() - t < seconds:
     net.forward()
     n += 1
-print(n * batch / (time.time() - t))
+print(n * batch / (time.time() - t), warm_up)
 """
 
 
@@ -98,11 +108,13 @@ def net_file(path, cluster, prefix, dataset, depth, out_of_order, lmdb=None, red
 
 
 def measure(path, seconds):
+    """(images/s after warming up, seconds the warm-up took)"""
     p = subprocess.run([str(toolchain.PYTHON), "-c", MEASURE, str(path), str(seconds)], capture_output=True,
                        text=True, timeout=600)
     if p.returncode != 0:
         raise RuntimeError(f"the measuring net failed:\n{p.stderr[-2000:]}")
-    return float(p.stdout.strip().splitlines()[-1])
+    rate, warm_up = map(float, p.stdout.strip().splitlines()[-1].split())
+    return rate, warm_up
 
 
 def main(argv=None):
@@ -112,14 +124,22 @@ def main(argv=None):
     p.add_argument("--depths", default="1,16,128,1024")
     p.add_argument("--encodings", default="raw,png")
     p.add_argument("--seconds", type=float, default=3.0)
+    p.add_argument("--delay-legs", default="requests",
+                   help="where the proxy puts each round trip: requests, both (half each way), or both of "
+                   "these compared (requests,both)")
     p.add_argument("--data", default=str(runner.ROOT / "data"))
     p.add_argument("--json", type=Path)
     a = p.parse_args(argv)
     rtts = [float(r) for r in a.rtts.split(",")]
     depths = [int(d) for d in a.depths.split(",")]
-    cluster = redis_store.cluster_of(Path(a.data) / "any" / "redis")
+    legs = a.delay_legs.split(",")
+    for leg in legs:
+        if leg not in redis_cluster.Cluster.DELAY_LEGS:
+            p.error(f"--delay-legs: {leg!r} is not one of {', '.join(redis_cluster.Cluster.DELAY_LEGS)}")
+    clusters = {leg: redis_store.cluster_of(Path(a.data) / "any" / "redis", delay_legs=leg) for leg in legs}
+    cluster = clusters[legs[0]]
     tmp = Path(tempfile.mkdtemp(prefix="redis-path-"))
-    cells, measured_rtt = {}, {}
+    cells, measured_rtt, warm_ups = {}, {}, {}
     started = time.time()
     try:
         for name in a.datasets.split(","):
@@ -128,40 +148,49 @@ def main(argv=None):
                 build.prepare(name, ["redis"], a.data, log=lambda m: print(m, file=sys.stderr))
             lmdb = Path(a.data) / name / "lmdb" / "train_lmdb"
             if lmdb.exists():  # the reference: the same net reading the local LMDB, page cache warm
-                cells[f"{name}/raw/lmdb"] = measure(net_file(tmp / "net.prototxt", cluster, None, ds, 0, False, lmdb),
-                                                    a.seconds)
+                cells[f"{name}/raw/lmdb"], _ = measure(net_file(tmp / "net.prototxt", cluster, None, ds, 0, False,
+                                                                lmdb), a.seconds)
                 print(f"{name}/raw/lmdb {cells[f'{name}/raw/lmdb']:,.0f} images/s", file=sys.stderr, flush=True)
             cluster.start()
             prefixes = {"raw": f"{name}:train"}
             if "png" in a.encodings.split(","):
                 prefixes["png"] = png_copy(cluster, name)
-            for rtt in [None] + rtts:
-                cluster.start(rtt)
-                measured_rtt[str(rtt)] = cluster.rtt_ms()
+            for rtt, leg in [(None, legs[0])] + [(r, leg) for r in rtts for leg in (legs if r else legs[:1])]:
+                clusters[leg].start(rtt)
+                reach = rtt_label(rtt, leg, legs)
+                measured_rtt[reach] = clusters[leg].rtt_ms()
                 for enc, prefix in prefixes.items():
                     for depth in depths:
                         for ooo in ([False, True] if depth > 1 else [False]):
                             if rtt is None and (ooo or depth != max(depths)):
                                 continue  # direct: only the proxy's cost at the deepest pipeline
                             path = net_file(tmp / "net.prototxt", cluster, prefix, ds, depth, ooo)
-                            rate = measure(path, a.seconds)
-                            key = f"{name}/{enc}/{'direct' if rtt is None else rtt}/{depth}/{'ooo' if ooo else 'in'}"
-                            cells[key] = rate
-                            print(f"{key:<36} {rate:10,.0f} images/s   ({time.time() - started:.0f} s)",
-                                  file=sys.stderr, flush=True)
+                            key = f"{name}/{enc}/{reach}/{depth}/{'ooo' if ooo else 'in'}"
+                            cells[key], warm_ups[key] = measure(path, a.seconds)
+                            print(f"{key:<40} {cells[key]:10,.0f} images/s after {warm_ups[key]:4.1f} s warm-up  "
+                                  f"({time.time() - started:.0f} s)", file=sys.stderr, flush=True)
     finally:
         cluster.stop()
-    report(cells, measured_rtt, a, depths, rtts)
+    report(cells, measured_rtt, a, depths, rtts, legs)
     if a.json:
-        a.json.write_text(json.dumps({"cells": cells, "rtt_ms_measured": measured_rtt, "batch": BATCH,
-                                      "seconds": a.seconds, "machine": runner.environment()}, indent=1))
+        a.json.write_text(json.dumps({"cells": cells, "warm_up_seconds": warm_ups, "rtt_ms_measured": measured_rtt,
+                                      "batch": BATCH, "seconds": a.seconds, "delay_legs": legs,
+                                      "delay_proxy_source": toolchain.delay_proxy_source(),
+                                      "machine": runner.environment()}, indent=1))
     return 0
 
 
-def report(cells, measured_rtt, a, depths, rtts):
+def rtt_label(rtt, leg, legs):
+    """A cell's reach: 'direct', the round trip ('100.0'), and where it was put when several are compared."""
+    if rtt is None:
+        return "direct"
+    return f"{rtt}" if len(legs) == 1 or not rtt else f"{rtt}-{leg}"
+
+
+def report(cells, measured_rtt, a, depths, rtts, legs):
     for name in a.datasets.split(","):
         for enc in a.encodings.split(","):
-            base = cells.get(f"{name}/{enc}/{rtts[0]}/{max(depths)}/in")
+            base = cells.get(f"{name}/{enc}/{rtt_label(rtts[0], legs[0], legs)}/{max(depths)}/in")
             direct = cells.get(f"{name}/{enc}/direct/{max(depths)}/in")
             print(f"\n{name}, {enc} Datums: images/s through Caffe's Data layer (batch {BATCH}, "
                   f"{a.seconds} s per cell, 1 round)")
@@ -173,19 +202,20 @@ def report(cells, measured_rtt, a, depths, rtts):
                 print(f"  proxy's own cost: direct {direct:,.0f}, through the proxy at 0 ms {base:,.0f} "
                       f"({base / direct:.2f} of direct)")
             head = "".join(f"{f'{d} in':>11}{f'{d} ooo':>11}" if d > 1 else f"{f'{d}':>11}" for d in depths)
-            print(f"  {'RTT (measured)':<22}{head}")
-            for rtt in rtts:
+            print(f"  {'RTT (measured)':<26}{head}")
+            for reach in [rtt_label(r, leg, legs) for r in rtts for leg in (legs if r else legs[:1])]:
                 row = ""
                 for d in depths:
                     for order in (["in", "ooo"] if d > 1 else ["in"]):
-                        v = cells.get(f"{name}/{enc}/{rtt}/{d}/{order}")
+                        v = cells.get(f"{name}/{enc}/{reach}/{d}/{order}")
                         row += f"{v:11,.0f}" if v is not None else f"{'-':>11}"
-                print(f"  {f'{rtt:g} ms ({measured_rtt.get(str(rtt))} ms)':<22}{row}")
-            far = cells.get(f"{name}/{enc}/{rtts[-1]}/{max(depths)}/in")
-            if base and far:
-                print(f"  at {rtts[-1]:g} ms with {max(depths)} in flight: {far / base:.2f} of the rate at {rtts[0]:g} ms "
-                      f"(goal >= 0.90); with 1 in flight: "
-                      f"{(cells.get(f'{name}/{enc}/{rtts[-1]}/1/in') or 0) / base:.4f}")
+                print(f"  {f'{reach} ms ({measured_rtt.get(reach)} ms)':<26}{row}")
+            for leg in legs:
+                far = cells.get(f"{name}/{enc}/{rtt_label(rtts[-1], leg, legs)}/{max(depths)}/in")
+                if base and far:
+                    print(f"  at {rtts[-1]:g} ms ({leg}) with {max(depths)} in flight: {far / base:.2f} of the rate at "
+                          f"{rtts[0]:g} ms (goal >= 0.90); with 1 in flight: "
+                          f"{(cells.get(f'{name}/{enc}/{rtt_label(rtts[-1], leg, legs)}/1/in') or 0) / base:.4f}")
     if cells:
         print(f"\n{len(cells)} cells, median {statistics.median(cells.values()):,.0f} images/s")
 

@@ -1,14 +1,22 @@
-/* A TCP proxy on loopback that delays every byte by a fixed time in each direction and keeps
- * the order: the stand-in for a network with a round trip of 2 x DELAY_MS where the kernel has
- * no netem qdisc. Bytes read at time t are written at t + DELAY_MS, so a pipeline of requests
- * sees the delay once per round trip, not once per request, as on a real network.
+/* A TCP proxy on loopback that delays every byte by a fixed time and keeps the order: the
+ * stand-in for a network with a round trip of REQUESTS_MS + REPLIES_MS where the kernel has no
+ * netem qdisc. Bytes read at time t are written at t + the delay of their direction, so a
+ * pipeline of requests sees the delay once per round trip, not once per request, as on a real
+ * network.
  *
- *   delay_proxy DELAY_MS LISTEN_PORT:TARGET_PORT [LISTEN_PORT:TARGET_PORT ...]
+ *   delay_proxy REQUESTS_MS[/REPLIES_MS] LISTEN_PORT:TARGET_PORT [LISTEN_PORT:TARGET_PORT ...]
+ *
+ * REQUESTS_MS delays what the client sends, REPLIES_MS (default: the same) what it is sent.
+ * For request and reply traffic the client sees the same round trip wherever it is put; put
+ * all of it on the requests (100/0) and the proxy holds a round trip's requests (a few bytes
+ * each) instead of half a round trip's replies (tens of MB for deep windows of small records,
+ * copied out of memory long after they were read: a cost the client host of a real network
+ * does not have, since there the bytes in flight are on the wire).
  *
  * Listens on 127.0.0.1 only and connects to 127.0.0.1:TARGET_PORT. Prints "ready" once every
  * port listens. One thread per direction of a connection: it waits (ppoll) for bytes to read or
  * for the oldest queued chunk to fall due, whichever comes first, and writes chunks when due.
- * With DELAY_MS 0 that is a plain relay, with no hand-off between threads. At most QUEUE_LIMIT
+ * With a delay of 0 that is a plain relay, with no hand-off between threads. At most QUEUE_LIMIT
  * bytes wait per direction; beyond, it stops reading (the sender feels a full socket). Writes
  * never block: a destination that does not read (a trainer busy elsewhere) is waited for with
  * poll, reading on meanwhile, and its closing is seen at once. A side that closed is not
@@ -35,7 +43,7 @@
 #define QUEUE_LIMIT (64L * 1024 * 1024)
 #define SPARE_LIMIT 64          /* chunks kept for reuse per direction (16 MiB) */
 
-static int64_t delay_ns;
+static int64_t requests_delay_ns, replies_delay_ns;
 
 struct chunk {
     struct chunk *next;
@@ -46,6 +54,7 @@ struct chunk {
 
 struct direction {              /* bytes from `from` to `to`, delayed */
     int from, to;
+    int64_t delay_ns;
     struct connection *conn;
     struct chunk *spare;        /* sent chunks, reused: a fresh 256 KiB malloc is an mmap whose
                                    pages fault in one by one, which cost more than the copying */
@@ -143,7 +152,7 @@ static void *relay(void *arg) {
             } else {
                 c->len = (size_t)n;
                 c->sent = 0;
-                c->due_ns = now_ns() + delay_ns;
+                c->due_ns = now_ns() + d->delay_ns;
                 c->next = NULL;
                 if (tail) tail->next = c; else head = c;
                 tail = c;
@@ -173,9 +182,11 @@ static void *relay(void *arg) {
 }
 
 /* 0, or the error of pthread_create */
-static int start_direction(struct connection *conn, struct direction *d, int from, int to) {
+static int start_direction(struct connection *conn, struct direction *d, int from, int to,
+                           int64_t delay_ns) {
     d->from = from;
     d->to = to;
+    d->delay_ns = delay_ns;
     d->conn = conn;
     pthread_t t;
     int err = pthread_create(&t, NULL, relay, d);
@@ -223,7 +234,7 @@ static void *acceptor(void *arg) {
         if (conn) {
             conn->threads_left = 2;
             pthread_mutex_init(&conn->lock, NULL);
-            err = start_direction(conn, &conn->up, client, server);
+            err = start_direction(conn, &conn->up, client, server, requests_delay_ns);
             if (err) free(conn);
         }
         if (err) {
@@ -233,7 +244,7 @@ static void *acceptor(void *arg) {
             close(server);
             continue;
         }
-        err = start_direction(conn, &conn->down, server, client);
+        err = start_direction(conn, &conn->down, server, client, replies_delay_ns);
         if (err) {  /* the up thread runs: end it, and it closes and frees the connection */
             fprintf(stderr, "delay_proxy: cannot relay a connection to 127.0.0.1:%d: %s\n",
                     m->target_port, strerror(err));
@@ -259,17 +270,25 @@ static int listen_loopback(int port) {
 
 int main(int argc, char **argv) {
     if (argc < 3) {
-        fprintf(stderr, "usage: %s DELAY_MS LISTEN_PORT:TARGET_PORT [...]\n", argv[0]);
+        fprintf(stderr, "usage: %s REQUESTS_MS[/REPLIES_MS] LISTEN_PORT:TARGET_PORT [...]\n", argv[0]);
         return 2;
     }
     signal(SIGPIPE, SIG_IGN);
-    char *end;
-    double ms = strtod(argv[1], &end);
-    if (*end || ms < 0) {
-        fprintf(stderr, "delay_proxy: DELAY_MS must be a number >= 0, not '%s'\n", argv[1]);
+    char *end, *replies = NULL;
+    double requests_ms = strtod(argv[1], &end), replies_ms = requests_ms;
+    int empty = end == argv[1];
+    if (*end == '/') {
+        replies = end + 1;
+        replies_ms = strtod(replies, &end);
+        empty |= end == replies;
+    }
+    if (*end || empty || requests_ms < 0 || replies_ms < 0) {
+        fprintf(stderr, "delay_proxy: the delays must be REQUESTS_MS[/REPLIES_MS], each a number >= 0, "
+                "not '%s'\n", argv[1]);
         return 2;
     }
-    delay_ns = (int64_t)(ms * 1e6);
+    requests_delay_ns = (int64_t)(requests_ms * 1e6);
+    replies_delay_ns = (int64_t)(replies_ms * 1e6);
     for (int i = 2; i < argc; i++) {
         int listen_port, target_port;
         if (sscanf(argv[i], "%d:%d", &listen_port, &target_port) != 2) {

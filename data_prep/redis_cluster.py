@@ -11,8 +11,10 @@ when unset). It is handed to redis-server on stdin and to Caffe in the environme
 the project writes holds it.
 
 Network latency: this kernel may lack the netem qdisc, so a delay proxy
-(data_prep/delay_proxy.c) at 127.0.0.1:PORT+100+I delays each direction by half the asked
-round trip. With a delay the nodes announce the proxies' ports, so a cluster client
+(data_prep/delay_proxy.c) at 127.0.0.1:PORT+100+I adds the asked round trip, all of it to the
+client's requests (Cluster(delay_legs="both"): half each way; the client sees the same round
+trip, but the proxy then holds half a round trip of replies in this host's memory, which a
+real network keeps on the wire). With a delay the nodes announce the proxies' ports, so a cluster client
 (CLUSTER SLOTS) reaches every node through them; without one, the nodes' own ports.
 
 Persistence: data_prep SAVEs every node once a data set is complete; stopping never saves
@@ -83,9 +85,17 @@ class Cluster:
     later Cluster of that folder has it: a Cluster of another shape there is refused."""
     SHAPE = "shape.json"
 
-    def __init__(self, root, nodes=None, port=None, replicas=None, io_threads=None):
+    DELAY_LEGS = {  # where the delay proxy puts an emulated round trip: (requests', replies') share
+        "requests": (1.0, 0.0),  # the default: what a client host meets on a real network (delay_proxy.c)
+        "both": (0.5, 0.5),      # half each way (until session 16 the only way)
+    }
+
+    def __init__(self, root, nodes=None, port=None, replicas=None, io_threads=None, delay_legs="requests"):
         self.root = Path(root).resolve()  # redis-server chdirs: paths must be absolute
         self.io_threads = io_threads  # each node's (Redis's io-threads, reads too); None: as running, or 1
+        if delay_legs not in self.DELAY_LEGS:
+            raise ClusterError(f"delay legs must be one of {', '.join(self.DELAY_LEGS)}, not {delay_legs!r}")
+        self.delay_legs = delay_legs
         self.port = port or int(os.environ.get(PORT_ENV, "7100"))
         kept = self._kept_shape()
         asked = (nodes, replicas)
@@ -147,20 +157,33 @@ class Cluster:
     def running(self):
         return all(self.server_pids())
 
-    def delay_ms(self):
-        """The proxies' one-way delay now (the running proxy's first argument), or None when
-        clients reach the nodes directly."""
+    def proxy_delays(self):
+        """The running proxy's delays in ms, (requests', replies') (its first argument), or None
+        when clients reach the nodes directly."""
         pid = self.proxy_pid()
         try:
-            return float(Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[1]) if pid else None
-        except (OSError, ValueError, IndexError):
+            spec = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[1].decode() if pid else None
+        except (OSError, IndexError):
             return None
+        if spec is None:
+            return None
+        requests, _, replies = spec.partition("/")
+        return float(requests), float(replies or requests)
+
+    def rtt_asked_ms(self):
+        """The round trip the running proxy adds, or None: direct."""
+        delays = self.proxy_delays()
+        return None if delays is None else sum(delays)
+
+    def delays_for(self, rtt_ms):
+        """The proxy's (requests', replies') delays for a round trip, on this cluster's legs."""
+        return None if rtt_ms is None else tuple(rtt_ms * share for share in self.DELAY_LEGS[self.delay_legs])
 
     def start(self, rtt_ms=None, timeout=60, keep_reach=False):
         """Make the cluster run with clients reaching it at `rtt_ms` (None: directly; with
         keep_reach a running cluster stays as it is reached). Returns True when it started
         the servers."""
-        want = None if rtt_ms is None else rtt_ms / 2
+        want = self.delays_for(rtt_ms)
         if self.running() and self.io_threads not in (None, self.running_io_threads()):
             self.stop()  # a node's io-threads is fixed at its start
         if self.running():
@@ -188,19 +211,19 @@ class Cluster:
             raise
         return True
 
-    def _reach(self, delay_ms, timeout):
+    def _reach(self, delays, timeout):
         """Clients of the running cluster reach it directly (None) or through the proxy at
-        `delay_ms` one way: the nodes announce the ports (CONFIG SET, gossiped in well under
-        a second), the proxy is started, changed or stopped."""
-        if delay_ms == self.delay_ms():
+        `delays` (requests', replies' in ms): the nodes announce the ports (CONFIG SET,
+        gossiped in well under a second), the proxy is started, changed or stopped."""
+        if delays == self.proxy_delays():
             return
-        announced = self.node_ports() if delay_ms is None else self.proxy_ports()
-        if delay_ms is not None:
-            self._start_proxy(delay_ms)
+        announced = self.node_ports() if delays is None else self.proxy_ports()
+        if delays is not None:
+            self._start_proxy(delays)
         for c, port in zip(self.nodes(), announced):
             c.config_set("cluster-announce-port", port)
         self._wait_converged(announced, timeout)
-        if delay_ms is None:
+        if delays is None:
             self._stop_pid(self.proxy_pid())
 
     def save(self, timeout=600):
@@ -455,13 +478,15 @@ class Cluster:
                                    f"(node logs: {self.root}/node-*/redis.log)")
             time.sleep(0.1)
 
-    def _start_proxy(self, delay_ms):
+    def _start_proxy(self, delays):
         self._stop_pid(self.proxy_pid())
         import toolchain
         maps = [f"{p}:{n}" for p, n in zip(self.proxy_ports(), self.node_ports())]
         log = self.root / "proxy.log"
+        requests, replies = (f"{d:g}" for d in delays)
+        spec = requests if requests == replies else f"{requests}/{replies}"  # one number: both ways, as any build reads it
         with open(log, "wb") as errors:  # not a pipe: nobody reads it while the proxy runs
-            proc = subprocess.Popen([str(toolchain.delay_proxy()), str(delay_ms)] + maps, stdout=subprocess.PIPE,
+            proc = subprocess.Popen([str(toolchain.delay_proxy()), spec] + maps, stdout=subprocess.PIPE,
                                     stderr=errors, start_new_session=True)
         if proc.stdout.readline().strip() != b"ready":
             proc.wait()
@@ -498,7 +523,7 @@ class Cluster:
     def rtt_ms(self, samples=21):
         """Median PING round trip, in ms, from this process through the address clients use."""
         import redis
-        ports = self.proxy_ports() if self.delay_ms() is not None else self.node_ports()
+        ports = self.proxy_ports() if self.proxy_pid() else self.node_ports()
         for port in ports:  # the first node that answers (a master may have been lost)
             c = self._client(port)
             try:
@@ -572,11 +597,12 @@ class Cluster:
 
     def describe(self):
         import toolchain
-        delay = self.delay_ms()
+        delays = self.proxy_delays()
         return {"nodes": self.count, "ports": self.node_ports(), "replicas": self.replicas,
                 "io_threads": self.running_io_threads() if self.running() else self.io_threads,
-                "rtt_ms_asked": None if delay is None else 2 * delay,  # None: no proxy, direct
-                "delay_proxy_source": None if delay is None else toolchain.delay_proxy_source(),
+                "rtt_ms_asked": None if delays is None else sum(delays),  # None: no proxy, direct
+                "delay_ms_requests_replies": delays,
+                "delay_proxy_source": None if delays is None else toolchain.delay_proxy_source(),
                 "rtt_ms_measured": self.rtt_ms() if self.running() else None, "bandwidth_limit": None}
 
 

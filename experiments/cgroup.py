@@ -10,7 +10,7 @@ A machine profile's limits (experiments.machines) start the Limits; runs under v
 than its own (an earlier fit, or an override) are labelled "NAME modified" by Limits.from_record.
 """
 import os
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 
 from data_prep import cache
@@ -33,16 +33,29 @@ class Limits:
     rbps: int = None
     profile: str = None        # set only when every value of the profile was applied as it is
     modified_from: str = None  # the profile the values started from, when some were changed
+    mem_per_solver_bytes: int = None  # added to mem_bytes for each solver beyond the first
 
     def any(self):
         return any(getattr(self, k) is not None for k in KNOBS)
 
     @classmethod
-    def from_args(cls, mem=None, cpus=None, riops=None, rbps=None, profile=None):
+    def from_args(cls, mem=None, cpus=None, riops=None, rbps=None, profile=None, mem_per_solver=None):
         values = dict(machines.get(profile).limits) if profile else {}
-        asked = dict(mem_bytes=parse_size(mem) if mem else None, cpus=cpus, riops=riops, rbps=rbps)
+        asked = dict(mem_bytes=parse_size(mem) if mem else None, cpus=cpus, riops=riops, rbps=rbps,
+                     mem_per_solver_bytes=parse_size(mem_per_solver) if mem_per_solver else None)
         values.update({k: v for k, v in asked.items() if v is not None})
+        if values.get("mem_per_solver_bytes") and not values.get("mem_bytes"):
+            raise CgroupError("a memory limit per further solver needs a memory limit to add to (--mem-limit)")
         return cls(**values)._named(profile)
+
+    def for_solvers(self, n):
+        """The limits of one cgroup holding n solvers: the memory limit grows by
+        mem_per_solver_bytes for each solver beyond the first, so that what is left to the page
+        cache stays what one solver had (the sweep then measures the data path, not the
+        solvers' own memory crowding out the cache)."""
+        if not self.mem_per_solver_bytes:
+            return self
+        return replace(self, mem_bytes=self.mem_bytes + (n - 1) * self.mem_per_solver_bytes)
 
     @classmethod
     def from_record(cls, d):
@@ -56,7 +69,8 @@ class Limits:
     def _named(self, profile):
         self.profile = self.modified_from = None
         if profile:
-            same = all(getattr(self, k) == v for k, v in machines.get(profile).limits.items())
+            same = (all(getattr(self, k) == v for k, v in machines.get(profile).limits.items())
+                    and not self.mem_per_solver_bytes)
             self.profile, self.modified_from = (profile, None) if same else (None, profile)
         return self
 
@@ -72,7 +86,8 @@ class Limits:
         if self.cpus:
             parts.append(f"{self.cpus} cores")
         if self.mem_bytes:
-            parts.append(f"{self.mem_bytes / 2**30:g} GiB")
+            parts.append(f"{self.mem_bytes / 2**30:g} GiB" + (
+                f" + {self.mem_per_solver_bytes / 2**30:g} GiB per further solver" if self.mem_per_solver_bytes else ""))
         if self.riops:
             parts.append(f"{self.riops} read IOPS")
         if self.rbps:

@@ -90,11 +90,15 @@ class Record:
     def cache_room_bytes(self):
         """What the memory limit left for the page cache: the limit less the training
         process's peak anonymous memory (None without both, or for data held by servers, whose
-        memory is not the training's). With several solvers at once each record's figure is an
-        upper bound (the others' memory is not subtracted)."""
-        limit, anon = (self.limits or {}).get("mem_bytes"), (self.process or {}).get("peak_anon_bytes")
-        local = (self.location or {}).get("kind") == "local"
-        return limit - anon if limit and anon and local else None
+        memory is not the training's). With several solvers at once and a limit per further
+        solver, the group's limit less N times this solver's memory; without one, an upper
+        bound (the others' memory is not subtracted)."""
+        limits = self.limits or {}
+        limit, anon = limits.get("mem_bytes"), (self.process or {}).get("peak_anon_bytes")
+        if not (limit and anon and (self.location or {}).get("kind") == "local"):
+            return None
+        per, n = limits.get("mem_per_solver_bytes"), (self.concurrent or {}).get("solvers", 1)
+        return limit + (n - 1) * per - n * anon if per else limit - anon
 
     def data_over_cache_room(self):
         """How many times the training data exceeds what could cache it (MLPerf Storage asks >= 5)."""

@@ -10,6 +10,7 @@ the system monitor on, and record the run (results/DATASET/records.jsonl).
   python experiments/run.py cifar10 redis warm --rtt 50ms --out-of-order  # a Redis Cluster, 50 ms away
   python experiments/run.py imagenet lmdb cold --lmdb-read coalesced  # LMDBIO's large reads, not mmap
   python experiments/run.py imagenet lmdb,images cold --concurrent 4  # 4 solvers on the same data
+  python experiments/run.py imagenet lmdb cold --concurrent 4 --mem-limit 1G --mem-per-solver 800M  # cache share kept
 
 Compute: with a CUDA build of Caffe, the real GPU. Without one, an emulated H100: Caffe runs
 for real (data layers, prefetch threads, transformer, page cache, disk) and only the net's
@@ -56,6 +57,9 @@ def parser():
                    "iteration such as 2.5ms, or none (real compute). Default: the real GPU with a CUDA "
                    "build, else h100 (titanx2016 under --profile paper2016)")
     p.add_argument("--mem-limit", help="memory limit of the training cgroup, e.g. 4G (bounds the page cache)")
+    p.add_argument("--mem-per-solver", help="with --concurrent N: memory added to --mem-limit for each solver "
+                   "beyond the first (e.g. 800M, a CaffeNet solver's own), so that the page cache keeps "
+                   "one solver's share at every N")
     p.add_argument("--cpus", type=int, help="cores the training may use (cpuset)")
     p.add_argument("--riops", type=int, help="read IOPS limit on the data's disk")
     p.add_argument("--rbps", type=int, help="read bytes/s limit on the data's disk")
@@ -144,7 +148,7 @@ def recorded_runs(a, ok_only=True):
     iterations, read and location options, and number of solvers. Successful ones only, unless
     ok_only is False; superseded ones never."""
     _, accelerator = compute_choice(a)
-    limits = Limits.from_args(a.mem_limit, a.cpus, a.riops, a.rbps, a.profile)
+    limits = Limits.from_args(a.mem_limit, a.cpus, a.riops, a.rbps, a.profile, a.mem_per_solver)
     reading = read_choice(a)
     return [r for r in recorded(a.out, a.dataset)
             if not r.superseded and (r.ok or not ok_only)
@@ -159,9 +163,9 @@ def main(argv=None):
     signal.signal(signal.SIGTERM, _stop)  # `kill`: the same clean stop as Ctrl-C
     a = parser().parse_args(argv)
     gpu, accelerator = compute_choice(a)
-    limits = Limits.from_args(a.mem_limit, a.cpus, a.riops, a.rbps, a.profile)
     from data_prep import build
     try:
+        limits = Limits.from_args(a.mem_limit, a.cpus, a.riops, a.rbps, a.profile, a.mem_per_solver)
         if a.concurrent < 1:
             raise datasets.SourceError("--concurrent must be at least 1")
         reading = read_choice(a)

@@ -185,7 +185,8 @@ def _run_locked(spec, log):
     run.location = locations.of(run.backend, run.dest, spec.location_options)
     # limits first: a run refused for them must not have flushed the page cache; the read
     # limits wait until the cache is set (cgroup.Group.limit_reads)
-    run.group = (cgroup.create(spec.limits, run.group_id, run.location, limit_reads_now=False)
+    run.group = (cgroup.create(spec.limits.for_solvers(spec.concurrent), run.group_id, run.location,
+                               limit_reads_now=False)
                  if spec.limits.any() else None)
     try:
         trainings, how, resident, monitor = _train(run)

@@ -63,3 +63,21 @@ def test_the_analysis_refuses_a_folder_without_a_sweep_and_leaves_the_readme(tmp
     with pytest.raises(SystemExit):
         capacity.main([str(tmp_path), "--readme"])
     assert (runner.ROOT / "README.md").read_text() == before and not (tmp_path / "report").exists()
+
+
+def test_a_limit_per_further_solver_keeps_the_cache_share_at_every_n(mnist_small, tmp_path):
+    """--mem-per-solver: the group's cgroup gets --mem-limit plus that much per solver beyond the
+    first (a real cgroup's limit, read back from the record), the setup stays one curve across N,
+    and the page cache's room is the group's limit less every solver's own memory."""
+    assert sweep.main(["mnist", "lmdb", "warm", "--max", "2", "--iters", "100", "--confirm", "1",
+                       "--accelerator", "h100", "--mem-limit", "512M", "--mem-per-solver", "128M",
+                       "--data", str(mnist_small.parent), "--out", str(tmp_path)]) == 0
+    records = recorded(tmp_path, "mnist")
+    applied = {capacity.solvers(r): int(next(v for k, v in r.limits["applied"].items() if k.startswith("memory.")))
+               for r in records}
+    assert applied == {1: 512 << 20, 2: 640 << 20}
+    assert len(capacity.curves(records)) == 1  # N = 1 and N = 2 are one setup
+    assert "0.5 GiB + 0.125 GiB per further solver" in capacity.table(records)
+    pair = [r for r in records if capacity.solvers(r) == 2]
+    anon = pair[0].process["peak_anon_bytes"]
+    assert pair[0].cache_room_bytes() == (640 << 20) - 2 * anon

@@ -141,3 +141,43 @@ def test_a_destination_that_does_not_read_does_not_stop_the_reading(proxy):
     except ConnectionResetError:
         pass
     target.close()
+
+
+class Echo(Target):
+    """A target that sends back what it reads, noting when each read came."""
+
+    def __init__(self):
+        self.arrivals = []
+        super().__init__()
+
+    def _drain(self, conn):
+        while True:
+            data = conn.recv(1 << 16)
+            if not data:
+                return conn.close()
+            self.arrivals.append(time.monotonic())
+            conn.sendall(data)
+
+
+@pytest.mark.parametrize("spec, requests_ms", [("150", 150), ("300/0", 300), ("0/300", 0)])
+def test_the_round_trip_is_the_same_wherever_the_delay_sits(proxy, spec, requests_ms):
+    """REQUESTS_MS[/REPLIES_MS]: the client's round trip is their sum (300 ms each time here);
+    the server sees a request after REQUESTS_MS."""
+    target = Echo()
+    p, port = proxy(spec, target.port)
+    c = socket.create_connection(("127.0.0.1", port))
+    sent = time.monotonic()
+    c.sendall(b"ping")
+    assert c.recv(16) == b"ping"
+    round_trip, arrived = time.monotonic() - sent, target.arrivals[0] - sent
+    assert 0.29 < round_trip < 0.45
+    assert requests_ms / 1000 - 0.01 < arrived < requests_ms / 1000 + 0.1
+    c.close()
+    target.close()
+
+
+@pytest.mark.parametrize("spec", ["10/", "/10", "x", "10/x", "-1", "10/-1"])
+def test_delays_that_are_not_numbers_are_refused_naming_them(spec):
+    import toolchain
+    p = subprocess.run([str(toolchain.delay_proxy()), spec, "1:2"], capture_output=True, text=True, timeout=10)
+    assert p.returncode == 2 and f"not '{spec}'" in p.stderr

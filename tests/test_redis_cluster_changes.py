@@ -178,7 +178,7 @@ def test_a_cold_run_leaves_a_cluster_it_found_running_as_it_was(own, tmp_path):
     cluster.start()
     run([sys.executable, str(ROOT / "experiments" / "run.py"), "cifar10", "redis", "cold", "--iters", "10",
          "--data", str(dest.parent), "--out", str(tmp_path), "--quiet"])
-    assert cluster.running() and cluster.delay_ms() is None
+    assert cluster.running() and cluster.proxy_delays() is None
 
 
 def test_servers_state_their_security_settings(own):

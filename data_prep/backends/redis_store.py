@@ -23,9 +23,10 @@ CLUSTER_FOLDER = "redis-cluster"  # under the data root, beside the datasets
 PIPELINE = 1000
 
 
-def cluster_of(dest):
-    """The cluster holding the artifact at DATA/DATASET/redis (or its .partial folder)."""
-    return redis_cluster.Cluster(Path(dest).resolve().parent.parent / CLUSTER_FOLDER)
+def cluster_of(dest, **how):
+    """The cluster holding the artifact at DATA/DATASET/redis (or its .partial folder); `how`:
+    Cluster's keywords (io_threads, delay_legs)."""
+    return redis_cluster.Cluster(Path(dest).resolve().parent.parent / CLUSTER_FOLDER, **how)
 
 
 def prefix_of(dest, phase):
@@ -250,8 +251,7 @@ class RedisClusterLocation(locations.Location):
 
     def set_cache(self, state, cold_fallback=None, group=None):
         if self.cluster.running():
-            delay = self.cluster.delay_ms()
-            self.found = (None if delay is None else 2 * delay,)
+            self.found = (self.cluster.rtt_asked_ms(),)
         if state == "cold":
             self.cluster.stop()
             dumps = [d / "dump.rdb" for d in map(self.cluster.node_dir, range(len(self.cluster.node_ports())))
