@@ -168,7 +168,10 @@ class Cluster:
         if spec is None:
             return None
         requests, _, replies = spec.partition("/")
-        return float(requests), float(replies or requests)
+        try:
+            return float(requests), float(replies or requests)
+        except ValueError:
+            return None
 
     def rtt_asked_ms(self):
         """The round trip the running proxy adds, or None: direct."""
