@@ -46,9 +46,7 @@ def main(argv=None):
         model, iters = ds.model, ITERATIONS[name]
         need = model.batch / (accelerators.from_profile(a.accelerator, model).ms_per_iteration / 1000)
         names = [b for b in backends.names(a.backends) if not backends.get(b).unsupported(ds)]
-        missing = [b for b in names if build.load_manifest(Path(a.data) / name, b) is None]
-        if missing:
-            build.prepare(name, missing, a.data, log=lambda m: print(m, file=sys.stderr))
+        build.prepare_missing(name, names, a.data, log=lambda m: print(m, file=sys.stderr))
         rates = {}
         for backend, cache, r in run.plan(name, ",".join(names), "all", a.rounds):
             spec = runner.RunSpec(name, backend, cache, r, iters, iters, accelerator="0ms", data_root=Path(a.data),

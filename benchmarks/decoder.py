@@ -61,8 +61,7 @@ def main(argv=None):
     out = Path(tempfile.mkdtemp(prefix="decoder-"))
     result = {"machine": runner.environment(), "cells": {}}
     for name in a.datasets.split(","):
-        if build.load_manifest(Path(a.data) / name, "images") is None:
-            build.prepare(name, ["images"], a.data, log=lambda m: print(m, file=sys.stderr))
+        build.prepare_missing(name, ["images"], a.data, log=lambda m: print(m, file=sys.stderr))
         rates, libs = {"debian": [], "minimal": []}, {}
         for _ in range(a.rounds):
             for which, path in (("debian", None), ("minimal", minimal)):

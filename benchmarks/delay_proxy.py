@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import toolchain  # noqa: E402
 from benchmarks import redis_path, redis_reader  # noqa: E402
-from data_prep import datasets, redis_cluster  # noqa: E402
+from data_prep import build, datasets, redis_cluster  # noqa: E402
 from data_prep.backends import redis_store  # noqa: E402
 from experiments import runner  # noqa: E402
 
@@ -69,7 +69,7 @@ def main(argv=None):
     try:
         for name in a.datasets.split(","):
             ds = datasets.get(name)
-            redis_reader.prepared(a.data, name, ("redis",))
+            build.prepare_missing(name, ["redis"], a.data, log=lambda m: print(m, file=sys.stderr))
             net = redis_path.net_file(tmp / f"{name}.prototxt", cluster, f"{name}:train", ds, a.depth, False,
                                       redis_io="thread")
             for r in range(a.rounds):

@@ -144,8 +144,7 @@ def main(argv=None):
     try:
         for name in a.datasets.split(","):
             ds = datasets.get(name)
-            if build.load_manifest(Path(a.data) / name, "redis") is None:
-                build.prepare(name, ["redis"], a.data, log=lambda m: print(m, file=sys.stderr))
+            build.prepare_missing(name, ["redis"], a.data, log=lambda m: print(m, file=sys.stderr))
             lmdb = Path(a.data) / name / "lmdb" / "train_lmdb"
             if lmdb.exists():  # the reference: the same net reading the local LMDB, page cache warm
                 cells[f"{name}/raw/lmdb"], _ = measure(net_file(tmp / "net.prototxt", cluster, None, ds, 0, False,
@@ -155,7 +154,7 @@ def main(argv=None):
             prefixes = {"raw": f"{name}:train"}
             if "png" in a.encodings.split(","):
                 prefixes["png"] = png_copy(cluster, name)
-            for rtt, leg in [(None, legs[0])] + [(r, leg) for r in rtts for leg in (legs if r else legs[:1])]:
+            for rtt, leg in [(None, legs[0])] + reaches(rtts, legs):
                 clusters[leg].start(rtt)
                 reach = rtt_label(rtt, leg, legs)
                 measured_rtt[reach] = clusters[leg].rtt_ms()
@@ -178,6 +177,11 @@ def main(argv=None):
                                       "delay_proxy_source": toolchain.delay_proxy_source(),
                                       "machine": runner.environment()}, indent=1))
     return 0
+
+
+def reaches(rtts, legs):
+    """(round trip, where the proxy puts it) per row; at 0 ms there is nothing to put anywhere."""
+    return [(r, leg) for r in rtts for leg in (legs if r else legs[:1])]
 
 
 def rtt_label(rtt, leg, legs):
@@ -203,7 +207,7 @@ def report(cells, measured_rtt, a, depths, rtts, legs):
                       f"({base / direct:.2f} of direct)")
             head = "".join(f"{f'{d} in':>11}{f'{d} ooo':>11}" if d > 1 else f"{f'{d}':>11}" for d in depths)
             print(f"  {'RTT (measured)':<26}{head}")
-            for reach in [rtt_label(r, leg, legs) for r in rtts for leg in (legs if r else legs[:1])]:
+            for reach in [rtt_label(r, leg, legs) for r, leg in reaches(rtts, legs)]:
                 row = ""
                 for d in depths:
                     for order in (["in", "ooo"] if d > 1 else ["in"]):

@@ -70,13 +70,6 @@ def process_cpu(pids):
     return total
 
 
-def prepared(data, name, backends):
-    """Each backend of the data set written under `data` (the default stand-in) unless it is."""
-    for backend in backends:
-        if build.load_manifest(Path(data) / name, backend) is None:
-            build.prepare(name, [backend], data, log=lambda m: print(m, file=sys.stderr))
-
-
 def measure_cell(cluster, net, cell, records, rtt):
     cluster.start(None if cell == "lmdb" or cell.startswith("direct") else rtt)
     return measure(net, records, cluster)
@@ -117,7 +110,7 @@ def main(argv=None):
     try:
         for name in a.datasets.split(","):
             ds = datasets.get(name)
-            prepared(a.data, name, ("lmdb", "redis"))
+            build.prepare_missing(name, ["lmdb", "redis"], a.data, log=lambda m: print(m, file=sys.stderr))
             records = a.records or RECORDS[name]
             lmdb = Path(a.data) / name / "lmdb" / "train_lmdb"
             nets = {"lmdb": redis_path.net_file(tmp / f"{name}-lmdb.prototxt", cluster, None, ds, 0, False, lmdb)}

@@ -227,6 +227,15 @@ def load_manifest(out, backend_name):
     return manifest_file.load(Path(out) / backend_name)
 
 
+def prepare_missing(dataset, backend_names, out_root, count=None, log=print):
+    """Prepare only the backends with no complete artifact under OUT_ROOT/DATASET; one that is
+    there is used as it is (not compared with its source). Returns those it prepared."""
+    missing = [b for b in backend_names if load_manifest(Path(out_root) / dataset, b) is None]
+    if missing:
+        prepare(dataset, missing, out_root, count=count, log=log)
+    return missing
+
+
 def prepare(dataset, backend_names, out_root, source_path=None, limit=None, count=None, seed=0,
             jobs=None, force=False, progress=True, log=print):
     """Write each named backend of a dataset (skipping those already made from the same

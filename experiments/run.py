@@ -172,9 +172,8 @@ def main(argv=None):
         done = {(r.backend, r.cache, r.repeat) for r in recorded_runs(a)}
         cells = plan(a.dataset, a.backend, a.cache, a.repeats)
         _check_read_flags(cells, reading)
-        missing = sorted({b for b, _, _ in cells if build.load_manifest(Path(a.data) / a.dataset, b) is None})
-        if missing:  # prepare only what is not there: an existing artifact is used as it is
-            build.prepare(a.dataset, missing, a.data, count=a.count, log=lambda m: print(m, file=sys.stderr))
+        build.prepare_missing(a.dataset, sorted({b for b, _, _ in cells}), a.data, count=a.count,
+                              log=lambda m: print(m, file=sys.stderr))
         if accelerator:
             print(f"Compute: emulated {accelerator} (models/accelerators.json) inside real Caffe; "
                   f"the data path is real.", file=sys.stderr)
