@@ -38,6 +38,7 @@ def fatal_messages(text):
 
 def parse(text):
     first = done = None
+    stopped_early = False
     last_iter, train_loss, tests, settings = 0, [], {}, {}
     passes = []  # [iteration, started, last output] per test pass
     failovers = []
@@ -66,10 +67,14 @@ def parse(text):
                               "requests_asked_again": int(m.group(4)), "at": at.isoformat() if at else None})
         if "Optimization Done" in line:
             done = _stamp(line)
+        stopped_early = stopped_early or "Optimization stopped early" in line
+    if stopped_early:  # Caffe itself got a SIGINT: its tool still logs "Done" after
+        done = None
     solver_seconds = _seconds(first, done)
     durations = [(i, _seconds(a, b)) for i, a, b in passes if a and b]
     initial = [p for p in passes if p[0] == 0]
-    return {"solver_seconds": solver_seconds, "done": done is not None, "last_iteration": last_iter,
+    return {"solver_seconds": solver_seconds, "done": done is not None, "stopped_early": stopped_early,
+            "last_iteration": last_iter,
             "first_iteration_at": first, "settings": settings,
             "first_loss": train_loss[0][1] if train_loss else None,
             "final_loss": train_loss[-1][1] if train_loss else None,

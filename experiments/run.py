@@ -161,6 +161,9 @@ def _stop(signum, frame):
 
 def main(argv=None):
     signal.signal(signal.SIGTERM, _stop)  # `kill`: the same clean stop as Ctrl-C
+    # a shell starts background jobs with SIGINT ignored, and Python then leaves it ignored;
+    # Caffe never does, so a `kill -INT` would stop the training and not this process
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     a = parser().parse_args(argv)
     gpu, accelerator = compute_choice(a)
     from data_prep import build

@@ -316,6 +316,8 @@ def _report(run, record, training, parsed, au, concurrent):
             f"{parsed['test_iteration']}{room_text}")
     if record.status != "ok":
         run.log(f"  the run failed (exit {record.returncode}); its log: {training.run_dir / 'caffe.log'}")
+        if parsed["stopped_early"]:
+            run.log(f"  Caffe was stopped by a signal at iteration {parsed['last_iteration']} of {run.settings.max_iter}")
         fatal = caffe_log.fatal_messages((training.run_dir / "caffe.log").read_text(errors="replace"))
         explained = run.location.explain("\n".join(fatal))
         if explained:

@@ -131,20 +131,41 @@ def test_monitor_samples_cpu_memory_disk_and_measures_itself(tmp_path):
     assert summary["monitor_startup_cpu_seconds"] > 0  # imports, kept out of the sampling's share
 
 
-def test_an_interrupted_run_leaves_no_record(mnist_small, tmp_path):
+def _start_training(mnist_small, out):
+    """run.py on a long CPU run, started as a shell starts a background job (SIGINT ignored,
+    which Python then keeps), and the first Iteration in Caffe's log."""
     p = subprocess.Popen([PY, str(ROOT / "experiments" / "run.py"), "mnist", "lmdb", "warm", "--cpu",
-                          "--iters", "100000", "--data", str(mnist_small.parent), "--out", str(tmp_path)],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+                          "--iters", "100000", "--data", str(mnist_small.parent), "--out", str(out)],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
     deadline = time.time() + 120
     logs = []
     while time.time() < deadline and not any("Iteration" in l.read_text() for l in logs):
         time.sleep(0.5)
-        logs = list(tmp_path.glob("mnist/runs/*/caffe.log"))
+        logs = list(out.glob("mnist/runs/*/caffe.log"))
     assert logs, "training never started"
-    os.killpg(p.pid, signal.SIGINT)
+    return p
+
+
+def test_an_interrupted_run_leaves_no_record(mnist_small, tmp_path):
+    p = _start_training(mnist_small, tmp_path)
+    os.killpg(p.pid, signal.SIGINT)  # Ctrl-C: run.py and Caffe both get it
     _, err = p.communicate(timeout=60)
     assert p.returncode == 130, err
     assert recorded(tmp_path, "mnist") == []
+
+
+def test_a_caffe_stopped_by_a_signal_is_recorded_as_failed(mnist_small, tmp_path):
+    p = _start_training(mnist_small, tmp_path)
+    caffe = [int(c) for c in open(f"/proc/{p.pid}/task/{p.pid}/children").read().split()
+             if os.path.basename(open(f"/proc/{c}/cmdline").read().split("\0")[0]) == "caffe"]
+    assert len(caffe) == 1
+    os.kill(caffe[0], signal.SIGINT)  # Caffe stops cleanly, exit 0, and logs "Optimization Done."
+    _, err = p.communicate(timeout=60)
+    assert p.returncode == 0, err
+    [r] = recorded(tmp_path, "mnist")
+    assert r.status == "failed" and r.returncode == 0 and r.iterations < 100000
+    assert "Caffe was stopped by a signal at iteration" in err
 
 
 def test_limits_without_a_cgroup_hierarchy_are_refused_clearly(mnist_small, tmp_path):
