@@ -7,7 +7,10 @@ emulated accelerator; the host holds at N when the group's accelerator utilisati
 least 0.90. The group's AU is the mean of its solvers' AU (MLPerf Storage's AU of a client: the
 accelerators' compute time over the run's time, all accelerators together). The sweep doubles
 N from 1 until the group falls below 0.90, bisects, then repeats the runs at the answer N and
-at N + 1 until each has --confirm runs and the answer holds on their medians.
+at N + 1 until each has --confirm runs and the answer holds on their medians. When N + 1 holds
+after all (one low run had stopped the doubling), the search goes on above it the same way:
+N + 2, N + 3, N + 5, ... then bisecting; when N fails after all, it bisects again below N. A backend whose runs run.py refuses (Redis under disk
+limits, say) is named at the end and the others are swept.
 
   python benchmarks/capacity.py mnist lmdb warm                        # emulated H100
   python benchmarks/capacity.py mnist lmdb,leveldb,images cold --max 32
@@ -34,6 +37,10 @@ from experiments import run  # noqa: E402
 THRESHOLD = capacity.THRESHOLD
 
 
+class Refused(Exception):
+    """run.py refused a backend's runs (its error says why): the sweep goes on with the next."""
+
+
 class Sweep:
     """The runs of one backend x cache at growing N, through run.py, and what they gave."""
 
@@ -48,8 +55,10 @@ class Sweep:
             return self.seen[n]
         args = self.run_args + ["--concurrent", str(n), "--repeats", str(runs), "--quiet"]
         rc = run.main(args)
+        if rc == 130:  # Ctrl-C: run.py stopped the run in progress; the sweep stops too
+            raise SystemExit(130)
         if rc != 0:
-            raise SystemExit(f"run.py {' '.join(args)} failed (exit {rc})")
+            raise Refused(f"run.py {' '.join(args)} failed (exit {rc}; its error is above)")
         mine = [r for r in run.recorded_runs(run.parser().parse_args(args), ok_only=False)
                 if (r.backend, r.cache) == (self.backend, self.cache)]
         groups = capacity.group_aus(mine).values()
@@ -67,26 +76,33 @@ class Sweep:
     def largest_n(self, max_n, confirm):
         """The largest N whose median group AU is >= 0.90 with N + 1's below, both on
         `confirm` runs; max_n (confirmed) when even that holds."""
-        held, failed = 0, None
-        n = 1
-        while n <= max_n:  # doubling
-            if not self.holds(n):
-                failed = n
-                break
-            held, n = n, n * 2
-        if failed is None:  # held at every doubling up to max_n: try max_n itself
-            failed = max_n if held < max_n and not self.holds(max_n) else max_n + 1
-            held = held if failed == max_n else max_n
-        while failed - held > 1:  # bisecting
-            mid = (held + failed) // 2
-            held, failed = (mid, failed) if self.holds(mid) else (held, mid)
-        while True:  # confirming on `confirm` runs at both ends
-            if not self.holds(held, confirm):
-                held, failed = held - 1, held
+        held, failed = self._gallop(0, max_n)
+        while True:
+            while failed - held > 1:  # bisecting
+                mid = (held + failed) // 2
+                held, failed = (mid, failed) if self.holds(mid) else (held, mid)
+            if not self.holds(held, confirm):  # confirming on `confirm` runs at both ends
+                held, failed = self._below(held), held  # one high run had misled the search
             elif failed <= max_n and self.holds(failed, confirm):
-                held, failed = failed, failed + 1
+                held, failed = self._gallop(failed, max_n)  # one low run had stopped the search
             else:
                 return held
+
+    def _below(self, n):
+        """The largest N under n that held on the runs so far (0 when none did)."""
+        return max((m for m, aus in self.seen.items() if m < n and statistics.median(aus) >= THRESHOLD),
+                   default=0)
+
+    def _gallop(self, base, max_n):
+        """Tries base + 1, + 2, + 4, ... (no more than max_n) until one fails: (the last N that
+        held, the first that failed), failed being max_n + 1 when max_n held."""
+        held, step = base, 1
+        while held < max_n:
+            n = min(base + step, max_n)
+            if not self.holds(n):
+                return held, n
+            held, step = n, step * 2
+        return held, max_n + 1
 
 
 def parser():
@@ -105,19 +121,25 @@ def parser():
 def main(argv=None):
     a, run_options = parser().parse_known_args(argv)
     iters = a.iters or datasets.get(a.dataset).quick_iters
-    answers = {}
+    answers, refused = {}, []
     for backend in a.backends.split(","):
         print(f"{a.dataset} {backend} {a.cache}: N solvers at once, {iters} iterations each "
               f"{' '.join(run_options)}", file=sys.stderr)
         sweep = Sweep([a.dataset, backend, a.cache, "--iters", str(iters), "--test-interval", str(iters)]
                       + run_options, log=lambda m: print(m, file=sys.stderr))
-        answers[backend] = (sweep.largest_n(a.max, a.confirm), sweep.seen)
+        try:
+            answers[backend] = (sweep.largest_n(a.max, a.confirm), sweep.seen)
+        except Refused as e:
+            print(e, file=sys.stderr)
+            refused.append(backend)
     print(f"\n{a.dataset} {a.cache}: the largest N at group AU >= {THRESHOLD:.2f} (median of runs)")
+    for backend in refused:
+        print(f"  {backend:8} not swept: run.py refused it (its error is above)")
     for backend, (n, seen) in answers.items():
         above = f"; at N = {n + 1}: {statistics.median(seen[n + 1]):.3f} (n = {len(seen[n + 1])})" if n + 1 in seen else ""
         at = f"{statistics.median(seen[n]):.3f} (n = {len(seen[n])})" if n in seen else "-"
         print(f"  {backend:8} N = {n:3d}{'+' if n == a.max and above == '' else ' '}  at N: {at}{above}")
-    return 0
+    return 2 if refused else 0
 
 
 if __name__ == "__main__":

@@ -82,7 +82,10 @@ class Tracker:
         threading.Thread(target=self._wait, daemon=True).start()
 
     def _wait(self):
-        os.waitid(os.P_PID, self.pid, os.WEXITED | os.WNOWAIT)
+        try:
+            os.waitid(os.P_PID, self.pid, os.WEXITED | os.WNOWAIT)
+        except ChildProcessError:  # reaped by a kill on Ctrl-C while this waited
+            pass
         self.ended_at = time.time()
         self._exited.set()
 

@@ -81,3 +81,35 @@ def test_a_limit_per_further_solver_keeps_the_cache_share_at_every_n(mnist_small
     pair = [r for r in records if capacity.solvers(r) == 2]
     anon = pair[0].process["peak_anon_bytes"]
     assert pair[0].cache_room_bytes() == (640 << 20) - 2 * anon
+
+
+def test_a_backend_run_py_refuses_is_named_and_the_others_are_swept(mnist_small, tmp_path, capsys):
+    # read limits apply to a local disk: run.py refuses Redis under them, before any training
+    rc = sweep.main(["mnist", "redis,lmdb", "cold", "--max", "1", "--iters", "40", "--confirm", "1",
+                     "--riops", "10000", "--accelerator", "h100",
+                     "--data", str(mnist_small.parent), "--out", str(tmp_path)])
+    out, err = capsys.readouterr()
+    assert rc == 2
+    assert "redis    not swept: run.py refused it" in out and "a Redis Cluster is reached over the network" in err
+    assert {r.backend for r in recorded(tmp_path, "mnist")} == {"lmdb"}
+
+
+@pytest.mark.parametrize("misleading_n, runs_before", [(2, 60), (32, 45)])
+def test_one_misleading_run_does_not_make_the_search_step_by_one(misleading_n, runs_before):
+    # the search alone: each "run" gives AU 0.95 up to N = 21 and 0.5 above, but the first run
+    # at one N says the opposite (a noisy neighbour, an OOM kill that spared the group once)
+    runs = []
+
+    def aus_at(n, count):
+        have = s.seen.setdefault(n, [])
+        while len(have) < count:
+            runs.append(n)
+            holds = n <= 21
+            have.append(0.95 if holds != (n == misleading_n and not have) else 0.5)
+        return sorted(have)
+
+    s = sweep.Sweep(["cifar10", "cppmem", "cold"], log=lambda m: None)
+    s.aus_at = aus_at
+    assert s.largest_n(48, 3) == 21
+    assert len(runs) <= 25  # stepping one N at a time with 3 runs each took runs_before
+    assert runs.count(21) == 3 and runs.count(22) == 3
