@@ -4,7 +4,10 @@ once (benchmarks/capacity.py, or run.py --concurrent N): per dataset, setup, bac
 the group AU at each N (the mean of its solvers' AU; median over runs) and the largest N whose
 median is >= 0.90, with the runs behind it; and the data path's images per second per core
 (train images delivered over the CPU seconds of the threads that read and transform them;
-the emulated compute sleeps), the figure that carries to a host with more cores.
+the emulated compute sleeps), the figure that carries to a host with more cores; and the N that
+figure allows (cores x images/s per core over 0.90 of what one accelerator eats; 0 when one
+solver's prefetch thread cannot feed its accelerator on one core), so that an answer well
+below it says something other than the CPU stopped the host (memory, a lock, the storage).
 
   python analysis/capacity.py results/ci-2core-capacity [--out DIR]
 
@@ -19,6 +22,7 @@ import signal
 import statistics
 import sys
 import tarfile
+import textwrap
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -173,27 +177,53 @@ def data_path_cpu(r):
     return prefetch if prefetch > 0 else threads.get(proctrack.SOLVER)
 
 
-def images_per_core_second(records):
-    """Train images delivered per CPU second of the data path (data_path_cpu), over the records."""
-    images = cpu = 0.0
+def prefetch_cpu(r):
+    """CPU seconds of Caffe's prefetch thread alone: one per solver, it transforms every image."""
+    return ((r.process or {}).get("thread_cpu_seconds") or {}).get(proctrack.PREFETCH)
+
+
+def images_per_core_second(records, cpu=data_path_cpu):
+    """Train images delivered per CPU second (of the data path, unless `cpu` says which threads),
+    over the records."""
+    images = seconds = 0.0
     for r in records:
-        seconds = data_path_cpu(r)
-        if r.ok and seconds and r.iterations:
+        used = cpu(r)
+        if r.ok and used and r.iterations:
             images += r.iterations * datasets.get(r.dataset).model.batch
-            cpu += seconds
-    return images / cpu if cpu else None
+            seconds += used
+    return images / seconds if seconds else None
+
+
+def cpu_allows(records):
+    """(N, one thread's share) the data path's CPU alone would allow at AU 0.90, from the
+    records' own rates: the host's cores x images/s per core over what 0.90 of one accelerator
+    eats (its batch per emulated iteration), and 0 when one solver's prefetch thread cannot
+    deliver that much on one core (its share: what it delivers over what is needed). None for
+    real compute and for backends read on the solver thread (its CPU includes the set-up)."""
+    r = records[0]
+    ms = (r.compute or {}).get("ms_per_iteration")
+    one_thread = images_per_core_second(records, prefetch_cpu)
+    if not ms or not one_thread:
+        return None
+    needed = THRESHOLD * datasets.get(r.dataset).model.batch * 1000 / ms
+    cores = min((c for c in ((r.environment or {}).get("cpu_cores"), (r.limits or {}).get("cpus")) if c), default=None)
+    if not cores:
+        return None
+    share = one_thread / needed
+    return (cores * images_per_core_second(records) / needed if share >= 1 else 0.0), share
 
 
 def table(records):
     rows = ["| dataset | setup | backend | cache | largest N at AU >= 0.90 | its group AU (median, n) | "
-            "N + 1 (median, n) | Ns measured | images/s per core | failures |", "|---|---|---|---|---|---|---|---|---|---|"]
+            "N + 1 (median, n) | Ns measured | images/s per core | N the data path's CPU allows | failures |",
+            "|---|---|---|---|---|---|---|---|---|---|---|"]
     for (dataset, setup, backend, cache), by_n in sorted(curves(records).items(), key=_order):
         n, at, above = largest_n(by_n)
         mine = [r for r in records if curve_of(r) == (dataset, setup, backend, cache)]
         rate = images_per_core_second(mine)
         rows.append(f"| {dataset} | {' / '.join(setup)} | {backend} | {cache} | "
                     f"{n}{'' if bracketed(by_n) else ' (not bracketed)'} | {_cell(at)} | {_cell(above)} | "
-                    f"{', '.join(map(str, sorted(by_n)))} | {f'{rate:,.0f}' if rate else '-'} |"
+                    f"{', '.join(map(str, sorted(by_n)))} | {f'{rate:,.0f}' if rate else '-'} | {_allows(mine)} |"
                     + (f" {failed_solvers(mine)} solvers failed |" if failed_solvers(mine) else " |"))
     return "\n".join(rows) + "\n"
 
@@ -206,15 +236,17 @@ def compact(records, results=None):
     for dataset, setup in sorted({(k[0], k[1]) for k in found}):
         n_runs = sorted({len(v) for k, by_n in found.items() if k[:2] == (dataset, setup) for v in by_n.values()})
         out += [f"{datasets.get(dataset).label} on {' / '.join(setup)}; n = {n_runs[0]}..{n_runs[-1]} runs per N:", "",
-                "| backend | warm: largest N | AU at N / N + 1 | cold: largest N | AU at N / N + 1 | images/s per core (warm, cold) |",
-                "|---|---|---|---|---|---|"]
+                "| backend | warm: largest N | AU at N / N + 1 | cold: largest N | AU at N / N + 1 | images/s per core (warm, cold) "
+                "| N the data path's CPU allows (warm, cold) |",
+                "|---|---|---|---|---|---|---|"]
         for backend in backends.REGISTRY:
-            cells, rates = [], []
+            cells, rates, allows = [], [], []
             for cache in ("warm", "cold"):
                 by_n = found.get((dataset, setup, backend, cache))
                 mine = [r for r in records if curve_of(r) == (dataset, setup, backend, cache)]
                 rate = images_per_core_second(mine)
                 rates.append(f"{rate:,.0f}" if rate else "-")
+                allows.append(_allows(mine) if mine else "-")
                 if not by_n:
                     cells += ["-", "-"]
                     continue
@@ -224,9 +256,24 @@ def compact(records, results=None):
                           + (f" (solvers failed: {failed})" if failed else ""),
                           f"{_median(at)} / {_median(above)}"]
             if any(c != "-" for c in cells):
-                out.append(f"| {backend} | {' | '.join(cells)} | {', '.join(rates)} |")
+                out.append(f"| {backend} | {' | '.join(cells)} | {', '.join(rates)} | {', '.join(allows)} |")
         out.append("")
+        if (dataset, setup) == max(k[:2] for k in found if k[0] == dataset):  # under its last table
+            out += _cannot_hold(dataset, {k[2] for k in found if k[0] == dataset})
     return "\n".join(out)
+
+
+def _cannot_hold(dataset, swept):
+    """A line per reason that a backend with no sweep of the dataset cannot hold it at all
+    (the registry's own reason), so that the tables read as complete without it."""
+    ds = datasets.get(dataset)
+    reasons = {}
+    for name, backend in backends.REGISTRY.items():
+        why = None if name in swept else backend.unsupported(ds)
+        if why:
+            reasons.setdefault(why, []).append(name)
+    return [f"Not in the {ds.label} tables: {', '.join(names)}: {why}." for why, names in reasons.items()] + \
+        ([""] if reasons else [])
 
 
 def per_core_rates(records):
@@ -298,6 +345,14 @@ def figure_per_core(records, dataset, out):
     return path
 
 
+def _allows(records):
+    found = cpu_allows(records)
+    if found is None:
+        return "-"
+    n, share = found
+    return f"{n:.1f}" if n else f"0 (one thread: {share:.2f})"
+
+
 def _median(aus):
     return f"{statistics.median(aus):.2f}" if aus else "-"
 
@@ -334,7 +389,8 @@ def figure(records, dataset, out):
         ax.set_ylabel("group AU, % (median over runs)")
         ax.set_ylim(0, 105)
         n_runs = sorted({len(v) for k, by_n in found.items() if k[1] == setup for v in by_n.values()})
-        ax.set_title(f"{' / '.join(setup)}\nn = {n_runs[0]}..{n_runs[-1]} runs per point", fontsize=8)
+        title = textwrap.fill(' / '.join(setup), 80)  # a long setup would run past a single panel
+        ax.set_title(f"{title}\nn = {n_runs[0]}..{n_runs[-1]} runs per point", fontsize=8)
         ax.legend(fontsize=7)
     fig.suptitle(f"{datasets.get(dataset).label}: how many accelerators one host feeds (line: AU 90%)")
     path = Path(out) / f"fig_capacity_{dataset}.png"

@@ -42,6 +42,25 @@ def test_each_backend_is_swept_on_its_own_runs(mnist_small, tmp_path, monkeypatc
     assert next(line for line in lines if "| images |" in line).endswith("| - | - |")
     assert capacity.figure_per_core(records, "mnist", tmp_path).stat().st_size > 10_000
 
+    # what the data path's CPU alone allows: cores x the per-core rate over 0.90 of what one
+    # emulated H100 eats, and nothing when one solver's prefetch thread cannot feed one
+    lmdb_runs = [r for r in records if r.backend == "lmdb"]
+    needed = 0.9 * 64 * 1000 / lmdb_runs[0].compute["ms_per_iteration"]
+    n, share = capacity.cpu_allows(lmdb_runs)
+    assert share == pytest.approx(lmdb_rate / needed) and share > 1
+    assert n == pytest.approx(lmdb_runs[0].environment["cpu_cores"] * lmdb_rate / needed)
+    slow = [dataclasses.replace(r, process={"thread_cpu_seconds": {proctrack.PREFETCH: 1.0}}) for r in lmdb_runs]
+    assert capacity.cpu_allows(slow)[0] == 0 and "| 0 (one thread: 0.12) |" in capacity.table(slow)
+    on_solver_thread = [dataclasses.replace(r, process={"thread_cpu_seconds": {proctrack.SOLVER: 0.05}}) for r in lmdb_runs]
+    assert capacity.cpu_allows(on_solver_thread) is None
+
+    # the compact tables name, once per dataset, the backends that cannot hold it and why
+    assert "Not in the" not in capacity.compact(records)  # every backend can hold MNIST
+    as_imagenet = capacity.compact([dataclasses.replace(r, dataset="imagenet") for r in records])
+    missing = [line for line in as_imagenet.splitlines() if line.startswith("Not in the ImageNet tables")]
+    assert len(missing) == 2 and missing[0].startswith("Not in the ImageNet tables: hdf5: HDF5Data applies no transform")
+    assert missing[1].startswith("Not in the ImageNet tables: pymem, cppmem: the whole dataset must fit in memory")
+
     # superseded runs stay in the records and count nowhere: the sweep runs N = 2 again
     from experiments.supersede import supersede
     old = [r.run_id for r in records if r.backend == "lmdb" and capacity.solvers(r) == 2]
