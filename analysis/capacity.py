@@ -200,6 +200,8 @@ def cpu_allows(records):
     eats (its batch per emulated iteration), and 0 when one solver's prefetch thread cannot
     deliver that much on one core (its share: what it delivers over what is needed). None for
     real compute and for backends read on the solver thread (its CPU includes the set-up)."""
+    if not records:
+        return None
     r = records[0]
     ms = (r.compute or {}).get("ms_per_iteration")
     one_thread = images_per_core_second(records, prefetch_cpu)
@@ -246,7 +248,7 @@ def compact(records, results=None):
                 mine = [r for r in records if curve_of(r) == (dataset, setup, backend, cache)]
                 rate = images_per_core_second(mine)
                 rates.append(f"{rate:,.0f}" if rate else "-")
-                allows.append(_allows(mine) if mine else "-")
+                allows.append(_allows(mine))
                 if not by_n:
                     cells += ["-", "-"]
                     continue
