@@ -31,6 +31,7 @@ WORKDIR /work
 COPY docker/ docker/
 COPY caffe/ caffe/
 COPY experiments/cppmem/ experiments/cppmem/
+COPY monitor/cpu_probe.cpp monitor/
 COPY scripts/ scripts/
 COPY requirements.txt Makefile ./
 COPY data_prep/apt-packages.txt data_prep/

@@ -10,7 +10,7 @@ REDIS_ARGS ?=
 PY_INCLUDE ?=
 
 .PHONY: help setup caffe caffe-gpu caffe-gtest venv data-deps test redis-start redis-stop calibration \
-        report gpu-bundle docker-cpu docker-gpu docker-test clean
+        report gpu-bundle gpu-data gpu-calibrate docker-cpu docker-gpu docker-test clean
 
 help:
 	@echo "make test            install everything, then run the test suite"
@@ -29,6 +29,9 @@ help:
 	@echo "make caffe-gtest     build Caffe's own GoogleTest binary in the build tree"
 	@echo "make gpu-bundle PY_INCLUDE=python-include.tgz   Caffe GPU build + libraries for a GPU machine"
 	@echo "                     without a package registry (device/bundle.sh; README: GPU machines)"
+	@echo "make gpu-data        .device-data/: the Fashion-MNIST files the GPU step carries to a machine without them"
+	@echo "make gpu-calibrate   ON the GPU machine (bundle and data carried): the calibration's GPU step in < 10 min"
+	@echo "                     (device/gpu_calibrate.py; --dry-run here prints its plan and checks the bundle)"
 	@echo "make docker-cpu      the CPU image imgstore-cpu (Debian 12 by debootstrap, wheels from this host's pip)"
 	@echo "make docker-gpu      the GPU image imgstore-gpu (Debian 12 + CUDA 13/cuDNN 9 wheels, sm_90), built here"
 	@echo "make docker-test     docker-cpu, then make mnist-quick inside it, then check its records"
@@ -38,11 +41,11 @@ venv:
 
 caffe:
 	@caffe/build.sh
-	@experiments/cppmem/build.sh
+	@caffe/build_tools.sh
 
 caffe-gpu:
 	@CAFFE_GPU=1 caffe/build.sh
-	@experiments/cppmem/build.sh
+	@caffe/build_tools.sh
 
 caffe-gtest: caffe
 	@caffe/build_gtest.sh
@@ -78,6 +81,12 @@ calibration: venv
 
 gpu-bundle: setup
 	@device/bundle.sh --python-include "$(PY_INCLUDE)"
+
+gpu-data:
+	@mkdir -p .device-data/fashion-mnist && cp -u /usr/share/datasets/fashion-mnist/* .device-data/fashion-mnist/
+
+gpu-calibrate:
+	@bash -c 'source device/env.sh && python3 device/gpu_calibrate.py $(CALIBRATE_ARGS)'
 
 docker-cpu: venv
 	@docker/build.sh cpu

@@ -8,6 +8,7 @@ BUILD = ROOT / ".build"
 CAFFE = BUILD / "caffe"               # install prefix of the current Caffe build: bin/, lib/, python/
 CAFFE_KEY = BUILD / "caffe.key"       # the build's cache key (source + patches + options)
 CPPMEM = BUILD / "cppmem_train"       # experiments/cppmem, linked against that Caffe
+CPU_PROBE = BUILD / "cpu_probe"       # monitor/cpu_probe.cpp, linked against that Caffe
 PYTHON = Path(sys.executable)         # the interpreter running us: the venv, or a GPU machine's own
 
 

@@ -8,6 +8,7 @@
 #   caffe/          the GPU build of Caffe (CAFFE_GPU=1, CAFFE_CUDA_ARCH default 90 = H100/H200):
 #                   bin/, lib/libcaffe.so, python/caffe with _caffe.so built for the machine's Python
 #   cppmem_train    the cppmem driver, linked against that build
+#   cpu_probe       the host's per-core image data path speed (monitor/cpu_probe.cpp), likewise
 #   lib/            the shared libraries that machine lacks: glog, gflags, Boost (thread,
 #                   filesystem, python for its Python), LMDB, LevelDB, snappy, libunwind, HDF5,
 #                   libjpeg, and a minimal OpenCV (device/opencv_minimal.sh)
@@ -78,8 +79,8 @@ rm -f "$out.partial"/caffe/lib/*.a
 cp -a "$build/install/python" "$out.partial/caffe/"
 find "$out.partial/caffe/python" -name '__pycache__' -prune -exec rm -rf {} +
 cp "$pycaffe" "$out.partial/caffe/python/caffe/_caffe.so"
-CAFFE_PREFIX=$build/install CPPMEM_OUT=$out.partial/cppmem_train "$root/experiments/cppmem/build.sh"
-rm -f "$out.partial/cppmem_train.key"
+CAFFE_PREFIX=$build/install TOOLS_OUT=$out.partial "$root/caffe/build_tools.sh"
+rm -f "$out.partial"/*.key
 cp -L "$opencv"/lib/libopencv_{core,imgproc,imgcodecs}.so.406 "$out.partial/lib/"
 cp "$boost_lib" "$out.partial/lib/"
 for so in libglog.so.1 libgflags.so.2.2 libboost_thread.so.1.74.0 libboost_filesystem.so.1.74.0 \
@@ -95,8 +96,8 @@ strip --strip-unneeded "$out.partial"/lib/*.so* "$out.partial"/caffe/lib/*.so* 2
   "$(grep '^lmdb==' "$root/requirements.txt")" "$(grep '^plyvel==' "$root/requirements.txt")"
 cp "$build/options" "$out.partial/options"  # run.py reads it to tell a CUDA build
 echo "$key" > "$out.partial/caffe.key"
-printf '{"caffe_build": "%s", "cuda_arch": "%s", "python": "%s", "made": "%s"}\n' \
-  "$key" "$CAFFE_CUDA_ARCH" "$pyver" "$(date -u +%FT%TZ)" > "$out.partial/BUNDLE.json"
+printf '{"caffe_build": "%s", "cuda_arch": "%s", "python": "%s", "made": "%s", "sources": "%s"}\n' \
+  "$key" "$CAFFE_CUDA_ARCH" "$pyver" "$(date -u +%FT%TZ)" "$("$root/device/sources_digest.sh")" > "$out.partial/BUNDLE.json"
 rm -rf "$out"; mv "$out.partial" "$out"
 echo "GPU bundle: $out ($(du -sh "$out" | cut -f1)); send it with the device tool's carry: [\".device-bundle\"]"
 echo "on the machine:  source device/env.sh && python3 experiments/run.py mnist lmdb cold --gpu 0"

@@ -19,9 +19,10 @@ export PYTHONPATH=$imgstore_root:$imgstore_site:$imgstore_bundle/caffe/python${P
 mkdir -p "$imgstore_root/.build"
 ln -sfn "$imgstore_bundle/caffe" "$imgstore_root/.build/caffe"
 ln -sfn "$imgstore_bundle/cppmem_train" "$imgstore_root/.build/cppmem_train"
+ln -sfn "$imgstore_bundle/cpu_probe" "$imgstore_root/.build/cpu_probe"
 cp "$imgstore_bundle/caffe.key" "$imgstore_root/.build/caffe.key"
 imgstore_missing=$(ldd "$imgstore_bundle"/caffe/bin/caffe "$imgstore_bundle"/caffe/python/caffe/_caffe.so \
-                       "$imgstore_bundle"/cppmem_train 2>/dev/null | grep "not found" | sort -u)
+                       "$imgstore_bundle"/cppmem_train "$imgstore_bundle"/cpu_probe 2>/dev/null | grep "not found" | sort -u)
 if [ -n "$imgstore_missing" ]; then
   echo "device/env.sh: libraries this machine lacks and the bundle does not carry:" >&2
   echo "$imgstore_missing" >&2

@@ -27,6 +27,7 @@ from experiments import accelerators, caffe_log, cgroup
 from experiments.record import Record, append
 from experiments.training import Progress, train_all
 from models.nets import SolverSettings, write_net_files
+from monitor import cpu_probe
 from monitor.summary import summarize as summarize_monitor
 
 ROOT = toolchain.ROOT
@@ -89,7 +90,8 @@ def environment():
            "kernel": platform.release(), "cpu_model": _cpu_model(), "cpu_cores": os.cpu_count(),
            "memory_bytes": psutil.virtual_memory().total, "python": platform.python_version(),
            "cgroup": cgroup.version(), "image_decoder": toolchain.image_decoder(),
-           "proactive_reclaim": cache.proactive_reclaim(), "container": container()}
+           "proactive_reclaim": cache.proactive_reclaim(), "container": container(),
+           "cpu_probe": cpu_probe.measure()}
     env.update(_gpu_info())
     return env
 

@@ -125,3 +125,29 @@ def test_records_split_into_shards_load_in_order_and_can_be_superseded_by_folder
     assert supersede.main([str(folder), "r0", "r2", "--why", "a test"]) == 0
     assert [r.status for r in record.load([tmp_path])] == ["superseded", "ok", "superseded", "ok"]
     assert supersede.main([str(folder), "r9", "--why", "a test"]) == 1
+
+
+def test_findings_are_held_as_effects_and_a_paper_effect_within_our_noise_as_none():
+    """'Warm image files only 40% slower': ours 5% slower is an eighth of the effect, outside,
+    though 1.05 / 1.4 = 0.75 passed a 1.5x ratio of ratios; a 1.6% paper effect under our 2%
+    noise is checked as no effect."""
+    check, effect = calibration.finding_check(1.4, 1.05, noise=0.02)
+    row = dict(ratio=0.75, use="prediction", check=check, effect=effect, noise=0.02, bound="data path")
+    assert check == "effect" and effect == pytest.approx(0.125) and calibration.verdict(row, 1.5) == "outside"
+    check, effect = calibration.finding_check(1.016, 1.01, noise=0.02)
+    row.update(check=check, effect=effect)
+    assert check == "no effect" and calibration.verdict(row, 1.5).startswith("within")
+    row.update(effect=0.08)
+    assert calibration.verdict(row, 1.5).startswith("outside")
+    assert calibration.bound(0.99) == "compute" and calibration.bound(0.5) == "data path"
+    assert "data-path-bound: 0 within of 1" in calibration.summary([row], 1.5)
+
+
+def test_an_image_cell_is_judged_only_where_both_hosts_probes_are_known():
+    rows = {r["cell"]: r for r in calibration.h100_rows("results/ci-2core-emulated-h100-calibrated")}
+    images = rows["mnist images warm"]
+    assert images["bound"] == "data path" and calibration.verdict(images, 1.15) == "host CPU unknown"
+    assert calibration.verdict(rows["mnist lmdb cold"], 1.15) == "within"
+    # a data path twice as fast on the real host halves our data-path time, never below the compute
+    assert calibration.scaled_to_host(30.0, 10.0, ours_probe=100, real_probe=200) == 15.0
+    assert calibration.scaled_to_host(30.0, 20.0, ours_probe=100, real_probe=400) == 20.0

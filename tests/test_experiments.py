@@ -54,6 +54,9 @@ def test_each_backend_trains_through_the_runner(backend, mnist_small, results):
     run_dir = results / r.run_dir
     assert (run_dir / "caffe.log").exists() and (run_dir / "monitor.csv").exists()
     assert r.environment["caffe_build_key"] and isinstance(r.environment["proactive_reclaim"], list)
+    # the host's per-core speed at Caffe's image path, measured for this run
+    probe = r.environment["cpu_probe"]
+    assert probe["images_per_second"] > 10 and probe["seconds"] >= 1.0 and probe["images"] >= 10
 
 
 def test_a_recorded_run_is_skipped(mnist_small, tmp_path):
