@@ -10,7 +10,7 @@ REDIS_ARGS ?=
 PY_INCLUDE ?=
 
 .PHONY: help setup caffe caffe-gpu caffe-gtest venv data-deps test redis-start redis-stop calibration \
-        report gpu-bundle gpu-data gpu-calibrate docker-cpu docker-gpu docker-test clean
+        report docs gpu-bundle gpu-data gpu-calibrate docker-cpu docker-gpu docker-test clean
 
 help:
 	@echo "make test            install everything, then run the test suite"
@@ -27,6 +27,7 @@ help:
 	@echo "make caffe           (re)build Caffe if its source, patches or options changed"
 	@echo "make caffe-gpu       the same with CUDA + cuDNN (CAFFE_GPU=1)"
 	@echo "make caffe-gtest     build Caffe's own GoogleTest binary in the build tree"
+	@echo "make docs            the site of README.md and docs/ with the reports (MkDocs, strict: a broken link fails)"
 	@echo "make gpu-bundle PY_INCLUDE=python-include.tgz   Caffe GPU build + libraries for a GPU machine"
 	@echo "                     without a package registry (device/bundle.sh; README: GPU machines)"
 	@echo "make gpu-data        .device-data/: the Fashion-MNIST files the GPU step carries to a machine without them"
@@ -78,6 +79,11 @@ report: setup
 calibration: venv
 	@$(PY) benchmarks/calibration.py fit --check
 	@$(PY) benchmarks/calibration.py table --readme
+
+docs:
+	@scripts/apt_install.sh docs/apt-packages.txt
+	@VENV=.venv-docs REQUIREMENTS=docs/requirements.txt scripts/venv.sh
+	@.venv-docs/bin/python scripts/docs_site.py
 
 gpu-bundle: setup
 	@device/bundle.sh --python-include "$(PY_INCLUDE)"

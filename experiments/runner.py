@@ -314,8 +314,7 @@ def _report(run, record, training, parsed, au, concurrent):
                  "leaves for the page cache" if over >= 1 else "")
     who = f"  solver {concurrent['member']}:" if concurrent else " "
     run.log(f"{who} {record.status}: {training.wall:.1f} s wall, start-up {record.startup_seconds} s, solver "
-            f"{parsed['solver_seconds']} s{au_text}, test accuracy {parsed['test_accuracy']} at iteration "
-            f"{parsed['test_iteration']}{room_text}")
+            f"{parsed['solver_seconds']} s{au_text}, {_accuracy_words(run.compute, parsed)}{room_text}")
     if record.status != "ok":
         run.log(f"  the run failed (exit {record.returncode}); its log: {training.run_dir / 'caffe.log'}")
         if parsed["stopped_early"]:
@@ -324,6 +323,14 @@ def _report(run, record, training, parsed, au, concurrent):
         explained = run.location.explain("\n".join(fatal))
         if explained:
             run.log(f"  {explained}")
+
+
+def _accuracy_words(compute, parsed):
+    if compute.mode == "emulated":
+        return "accuracy not computed (emulated compute: the net's layers do not run)"
+    if parsed["test_accuracy"] is None:
+        return "no test pass logged"
+    return f"test accuracy {parsed['test_accuracy']:.4f} at iteration {parsed['test_iteration']}"
 
 
 def _compute_words(compute):

@@ -76,12 +76,12 @@ def test_each_backend_is_swept_on_its_own_runs(mnist_small, tmp_path, monkeypatc
 
 def test_the_analysis_refuses_a_folder_without_a_sweep_and_leaves_the_readme(tmp_path):
     """`analysis/capacity.py results --readme` before any sweep: an error naming the folder,
-    not the README's capacity tables replaced by empty ones."""
-    from experiments import runner
-    before = (runner.ROOT / "README.md").read_text()
+    not the capacity tables of docs/capacity.md replaced by empty ones."""
+    from analysis import readme
+    before = {p: p.read_text() for p in readme.pages()}
     with pytest.raises(SystemExit):
         capacity.main([str(tmp_path), "--readme"])
-    assert (runner.ROOT / "README.md").read_text() == before and not (tmp_path / "report").exists()
+    assert {p: p.read_text() for p in readme.pages()} == before and not (tmp_path / "report").exists()
 
 
 def test_a_limit_per_further_solver_keeps_the_cache_share_at_every_n(mnist_small, tmp_path):

@@ -1,0 +1,194 @@
+#!/usr/bin/env python3
+"""The README's answer, from the committed records: per dataset and backend, the training time on
+the emulated 2016 machine (the paper's where its text states one), the accelerator utilisation
+of an emulated H100, and how many emulated H100s one host keeps at AU >= 0.90; and one figure.
+
+  python analysis/answer.py            # print the table
+  python analysis/answer.py --readme   # also write it into README.md and draw docs/img/answer.png
+
+Which records (each folder's NOTES.md says on which machine and when):
+  PAPER2016    --profile paper2016 matrices, n = 3 per cell (wall seconds, as the paper timed)
+  H100         the calibrated emulated H100's matrices, n = 3 per cell (AU)
+  CAPACITY     the capacity sweeps on the emulated H100 (ImageNet: 1 GiB of memory and 800 MiB
+               more per solver, so that the data stays ~5x larger than the page cache's share)
+"""
+import argparse
+import statistics
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from analysis import capacity, readme  # noqa: E402
+from analysis.report import pyplot, save  # noqa: E402
+from data_prep import backends, datasets  # noqa: E402
+from experiments.record import load  # noqa: E402
+
+PAPER2016 = "results/ci-2core-paper2016-calibrated"
+H100 = "results/ci-2core-emulated-h100-calibrated"
+CAPACITY = "results/ci-2core-capacity"
+# the capacity setup the answer quotes, per dataset: the emulated H100, and for ImageNet the
+# sweep that keeps each solver's share of the page cache
+CAPACITY_SETUP = {"mnist": "no limits", "cifar10": "no limits", "imagenet": "1 GiB + 0.78125 GiB per further solver"}
+FIGURE = "docs/img/answer.png"
+README_BEGIN = "<!-- answer: written by analysis/answer.py --readme -->"
+README_END = "<!-- end of answer -->"
+CACHES = ("warm", "cold")
+
+
+def cell_means(folder, field):
+    """{(dataset, backend, cache): (mean, n)} of a record field over ok single-solver runs with the
+    stock reader (no read options)."""
+    cells = {}
+    for r in load([ROOT / folder]):
+        value = getattr(r, field)
+        if r.ok and value is not None and not r.concurrent and not r.read_options:
+            cells.setdefault((r.dataset, r.backend, r.cache), []).append(value)
+    return {k: (statistics.mean(v), len(v)) for k, v in cells.items()}
+
+
+def paper2016_seconds():
+    """{(dataset, backend, cache): (mean wall seconds, n)} under the paper2016 profile's disk, as the
+    fidelity table takes them (benchmarks/calibration.py paper_cells)."""
+    from benchmarks.calibration import paper_cells
+    return {k: (v[0], v[1]) for k, v in paper_cells(PAPER2016).items()}
+
+
+def paper_seconds():
+    from benchmarks.calibration import REFERENCE
+    return {(r["dataset"], r["backend"], r["cache"]): r["mean"] for r in REFERENCE["training_seconds"]}
+
+
+def capacity_answers():
+    """{(dataset, backend, cache): (largest N at AU >= 0.90, bracketed)} for the quoted setups."""
+    found = {}
+    records = [r for r in load([ROOT / CAPACITY]) if not r.superseded]
+    for (dataset, setup, backend, cache), by_n in capacity.curves(records).items():
+        if "emulated h100" in setup and CAPACITY_SETUP.get(dataset) == setup[2]:
+            found[(dataset, backend, cache)] = (capacity.largest_n(by_n)[0], capacity.bracketed(by_n))
+    return found
+
+
+def iterations(dataset):
+    """The iterations the emulated 2016 machine's runs of a dataset trained where not the stock
+    solver's (ImageNet: a few passes over its stand-in), else None."""
+    found = {r.iterations_setting for r in load([ROOT / PAPER2016]) if r.dataset == dataset and r.ok}
+    return found.pop() if len(found) == 1 and None not in found else None
+
+
+def rows():
+    """One row per dataset and backend that any of the three sources has."""
+    seconds, au, feeds, paper = (paper2016_seconds(), cell_means(H100, "au"),
+                                 capacity_answers(), paper_seconds())
+    out = []
+    for dataset in datasets.REGISTRY:
+        for backend in backends.REGISTRY:
+            keys = [(dataset, backend, c) for c in CACHES]
+            if not any(k in seconds or k in au or k in feeds for k in keys):
+                continue
+            out.append({"dataset": dataset, "backend": backend,
+                        "seconds": [seconds.get(k) for k in keys], "paper": [paper.get(k) for k in keys],
+                        "au": [au.get(k) for k in keys], "feeds": [feeds.get(k) for k in keys]})
+    return out
+
+
+def _seconds(cell, paper):
+    if not cell:
+        return "-"
+    text = f"{cell[0]:,.0f}" if cell[0] >= 100 else f"{cell[0]:.1f}"
+    return text + (f" ({paper:g})" if paper else "")
+
+
+def _au(cell):
+    return f"{cell[0]:.0%}" if cell else "-"
+
+
+def _feeds(cell):
+    if not cell:
+        return "-"
+    n, bracketed = cell
+    return str(n) if bracketed else f">= {n}"
+
+
+def table(found):
+    n_sec = sorted({c[1] for r in found for c in r["seconds"] if c})
+    n_au = sorted({c[1] for r in found for c in r["au"] if c})
+    lines = ["| dataset | backend | 2016 machine, emulated: s warm / cold (paper) | emulated H100: AU warm / cold "
+             "| H100s one host feeds at AU >= 90%: warm / cold |", "|---|---|---|---|---|"]
+    last = None
+    for r in found:
+        name = datasets.get(r["dataset"]).label if r["dataset"] != last else ""
+        last = r["dataset"]
+        lines.append(f"| {name} | {backends.get(r['backend']).label} | "
+                     f"{_seconds(r['seconds'][0], r['paper'][0])} / {_seconds(r['seconds'][1], r['paper'][1])} | "
+                     f"{_au(r['au'][0])} / {_au(r['au'][1])} | {_feeds(r['feeds'][0])} / {_feeds(r['feeds'][1])} |")
+    lines += ["", f"Machines: VMs of this project's CI kind (2-core AMD EPYC, 24 GiB, no GPU), every accelerator "
+              f"emulated; each column from its own folder, recorded on its own day (machines of this kind differ "
+              f"up to 2x in per-core speed: docs/capacity.md). n = {'/'.join(map(str, n_sec))} runs per time, "
+              f"{'/'.join(map(str, n_au))} per AU (`{PAPER2016}`, `{H100}`); feeds: the largest N whose median "
+              f"group AU >= 0.90 with N + 1 run and failed, \">=\" where N + 1 was not reached (`{CAPACITY}`; "
+              "ImageNet with 1 GiB of memory + 800 MiB per further solver). Stock solvers, except ImageNet: "
+              f"{iterations('imagenet') or 'stock'} iterations, a few passes over a 12,800-image stand-in. The "
+              "paper's own seconds in parentheses where its text states them (Titan X, 2016)."]
+    return "\n".join(lines) + "\n"
+
+
+def figure(found, out):
+    """Per dataset, the emulated 2016 machine's seconds per backend, warm and cold (log scale), with
+    the paper's stated seconds marked: the paper's machine, so its numbers belong on it."""
+    plt = pyplot()
+    from matplotlib.ticker import FuncFormatter
+    present = [d for d in datasets.REGISTRY if any(r["dataset"] == d for r in found)]
+    fig, axes = plt.subplots(1, len(present), figsize=(3.4 * len(present), 3.6), squeeze=False)
+    for ax, dataset in zip(axes[0], present):
+        mine = [r for r in found if r["dataset"] == dataset and any(r["seconds"])]
+        for i, r in enumerate(mine):
+            colour = backends.get(r["backend"]).color
+            for j, cache in enumerate(CACHES):
+                cell = r["seconds"][j]
+                if cell:
+                    ax.bar(i + (j - 0.5) * 0.4, cell[0], 0.4, color=colour, alpha=1.0 if cache == "warm" else 0.5,
+                           edgecolor="black", linewidth=0.4)
+                if r["paper"][j]:
+                    ax.plot(i + (j - 0.5) * 0.4, r["paper"][j], marker="_", markersize=14, color="black", mew=2)
+        ax.set_yscale("log")
+        plain = FuncFormatter(lambda v, _: f"{v:g}" if f"{v:g}"[0] in "125" else "")
+        ax.yaxis.set_major_formatter(plain)
+        ax.yaxis.set_minor_formatter(plain)
+        ax.tick_params(axis="y", which="both", labelsize=7)
+        ax.set_xticks(range(len(mine)))
+        ax.set_xticklabels([backends.get(r["backend"]).name for r in mine], rotation=45, ha="right", fontsize=8)
+        iters = iterations(dataset)
+        ax.set_title(datasets.get(dataset).label + (f", {iters:,} iterations" if iters else ""), fontsize=9)
+    axes[0][0].set_ylabel("training seconds (log)")
+    from matplotlib.patches import Patch
+    from matplotlib.lines import Line2D
+    fig.legend(handles=[Patch(facecolor="#999999", edgecolor="black", label="warm"),
+                        Patch(facecolor="#999999", alpha=0.5, edgecolor="black", label="cold"),
+                        Line2D([], [], color="black", marker="_", linestyle="", markersize=12, mew=2,
+                               label="paper (Titan X, 2016)")],
+               loc="lower center", ncol=3, fontsize=8, frameon=False)
+    fig.suptitle("The paper's 2016 machine, emulated on a 2-core VM (n = 3 per bar)", fontsize=10)
+    fig.tight_layout(rect=(0, 0.08, 1, 1))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=100)
+    plt.close(fig)
+    return out
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--readme", action="store_true", help="write the table into README.md and draw " + FIGURE)
+    a = p.parse_args(argv)
+    found = rows()
+    text = table(found)
+    print(text)
+    if a.readme:
+        readme.replace_block(README_BEGIN, README_END, text)
+        figure(found, ROOT / FIGURE)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
