@@ -32,6 +32,7 @@ from analysis.report import pyplot, save  # noqa: E402
 from data_prep import backends, datasets  # noqa: E402
 from experiments import caffe_log, proctrack  # noqa: E402
 from experiments.record import load  # noqa: E402
+from monitor import cpu_probe  # noqa: E402
 
 THRESHOLD = 0.90
 README_BEGIN = "<!-- capacity tables: written by analysis/capacity.py RESULTS --readme -->"
@@ -215,6 +216,15 @@ def cpu_allows(records):
     return (cores * images_per_core_second(records) / needed if share >= 1 else 0.0), share
 
 
+def probe_note(records):
+    """Where a curve's runs carry CPU probes (monitor/cpu_probe.py) further apart than one host's
+    noise allows, they may come from hosts of different speed: say so, with the spread."""
+    found = cpu_probe.spread(cpu_probe.rate(r.environment) for r in records)
+    if found is None:
+        return ""
+    return f"; host CPU probes differ {found:.0%}: not one host's answer" if found > cpu_probe.SAME_HOST_SPREAD else ""
+
+
 def table(records):
     rows = ["| dataset | setup | backend | cache | largest N at AU >= 0.90 | its group AU (median, n) | "
             "N + 1 (median, n) | Ns measured | images/s per core | N the data path's CPU allows | failures |",
@@ -226,7 +236,8 @@ def table(records):
         rows.append(f"| {dataset} | {' / '.join(setup)} | {backend} | {cache} | "
                     f"{n}{'' if bracketed(by_n) else ' (not bracketed)'} | {_cell(at)} | {_cell(above)} | "
                     f"{', '.join(map(str, sorted(by_n)))} | {f'{rate:,.0f}' if rate else '-'} | {_allows(mine)} |"
-                    + (f" {failed_solvers(mine)} solvers failed |" if failed_solvers(mine) else " |"))
+                    + (f" {failed_solvers(mine)} solvers failed" if failed_solvers(mine) else " -")
+                    + f"{probe_note(mine)} |")
     return "\n".join(rows) + "\n"
 
 
@@ -255,7 +266,7 @@ def compact(records, results=None):
                 n, at, above = largest_n(by_n)
                 failed = "; ".join(failure_causes(mine, results)) if results else failed_solvers(mine)
                 cells += [(f"**{n}**" if bracketed(by_n) else f">= {n} (the largest N run)")
-                          + (f" (solvers failed: {failed})" if failed else ""),
+                          + (f" (solvers failed: {failed})" if failed else "") + probe_note(mine),
                           f"{_median(at)} / {_median(above)}"]
             if any(c != "-" for c in cells):
                 out.append(f"| {backend} | {' | '.join(cells)} | {', '.join(rates)} | {', '.join(allows)} |")
@@ -322,26 +333,29 @@ def figure_per_core(records, dataset, out):
         return None
     plt = pyplot()
     keys = sorted(rates, key=lambda k: _order((k + ("",), None)), reverse=True)
-    fig, ax = plt.subplots(figsize=(8, 0.55 * len(keys) + 2.4))
+    fig, ax = plt.subplots(figsize=(8, 0.6 * len(keys) + 2.4))
     for i, key in enumerate(keys):
         for j, cache in enumerate(("warm", "cold")):
             if cache in rates[key]:
-                ax.barh(i + 0.2 * (1 - 2 * j), rates[key][cache], height=0.38,
-                        color="tab:orange" if cache == "warm" else "tab:blue", label=cache if i == 0 else None)
+                ax.barh(i + 0.2 * (1 - 2 * j), rates[key][cache], height=0.38, color=backends.get(key[2]).color,
+                        alpha=1.0 if cache == "warm" else 0.5, edgecolor="black", linewidth=0.4,
+                        label=f"{cache} (lighter: cold)" if i == 0 and cache == "warm" else None)
     for ref, style in zip(references, ("-", "--", ":")):
         ax.axvline(ref.per_vcpu, color="black", linestyle=style, linewidth=1,
                    label=f"{ref.name}: {ref.per_vcpu:,.0f} per vCPU")
     n_runs = collections.Counter(curve_of(r)[:3] for r in records)
-    ax.set_yticks(range(len(keys)), [f"{k[2]} ({n_runs[k]} solver runs)\n{' / '.join(k[1][1:])}" for k in keys], fontsize=7)
+    ax.set_yticks(range(len(keys)), [f"{k[2]} ({n_runs[k]} solver runs)\n" + textwrap.fill(' / '.join(k[1][1:]), 42)
+                                     for k in keys], fontsize=7)
     ax.set_xscale("log")
-    ticks = [t for t in (100, 300, 1_000, 3_000, 10_000, 30_000, 100_000, 300_000, 1_000_000)
+    ticks = [t for t in (100, 1_000, 10_000, 100_000, 1_000_000)
              if t <= 2 * max(max(v.values()) for v in rates.values())]
     ax.set_xticks(ticks, [f"{t:,}" for t in ticks])
+    ax.xaxis.set_minor_formatter(plt.NullFormatter())
     ax.set_xlabel("train images per CPU second of the data path (log scale)")
-    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.4, -0.07), ncol=1, frameon=False)
     machines = sorted({k[1][0] for k in keys})
-    ax.set_title(f"{datasets.get(dataset).label}: images/s per core, ours ({'; '.join(machines)}) and published\n"
-                 f"reference: {references[0].source}", fontsize=8)
+    ax.set_title(textwrap.fill(f"{datasets.get(dataset).label}: images/s per core, ours ({'; '.join(machines)}) "
+                               f"and published; reference: {references[0].source}", 70), fontsize=8)
     path = Path(out) / f"fig_per_core_{dataset}.png"
     save(fig, path)
     return path
@@ -369,34 +383,51 @@ def _order(item):
     return (dataset, setup, names.index(backend) if backend in names else len(names), cache)
 
 
+PANELS_PER_ROW = 3
+
+
 def figure(records, dataset, out):
+    """AU against N, one panel per setup, at most three panels a row; one colour per backend (its
+    registry colour, as in every figure), warm solid and cold dashed; the legend below the panels."""
     found = {k: v for k, v in curves(records).items() if k[0] == dataset}
     if not found:
         return None
     setups = sorted({k[1] for k in found})
     plt = pyplot()
-    fig, axes = plt.subplots(1, len(setups), figsize=(6.5 * len(setups), 4.4), squeeze=False)
-    colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    for ax, setup in zip(axes[0], setups):
+    from matplotlib.ticker import FuncFormatter
+    cols = min(PANELS_PER_ROW, len(setups))
+    rows = -(-len(setups) // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(4.6 * cols, 3.8 * rows + 0.9), squeeze=False)
+    shown = {}
+    for ax, setup in zip(axes.flat, setups):
         for (ds, s, backend, cache), by_n in sorted(found.items(), key=_order):
             if s != setup:
                 continue
             ns = sorted(by_n)
-            colour = colours[list(backends.REGISTRY).index(backend) % len(colours)]
-            ax.plot(ns, [100 * statistics.median(by_n[n]) for n in ns], marker="o", color=colour,
-                    linestyle="-" if cache == "warm" else "--", label=f"{backend} {cache}")
+            line, = ax.plot(ns, [100 * statistics.median(by_n[n]) for n in ns], marker="o", markersize=3,
+                            color=backends.get(backend).color, linestyle="-" if cache == "warm" else "--")
+            shown.setdefault(f"{backends.get(backend).label}, {cache}", line)
         ax.axhline(100 * THRESHOLD, color="grey", linewidth=0.8)
         ax.set_xscale("log", base=2)
-        ax.set_xlabel("solvers at once, each its own accelerator (N)")
-        ax.set_ylabel("group AU, % (median over runs)")
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+        ax.set_xlabel("solvers at once (N)", fontsize=8)
+        ax.set_ylabel("group AU, % (median)", fontsize=8)
+        ax.tick_params(labelsize=7)
         ax.set_ylim(0, 105)
         n_runs = sorted({len(v) for k, by_n in found.items() if k[1] == setup for v in by_n.values()})
-        title = textwrap.fill(' / '.join(setup), 80)  # a long setup would run past a single panel
-        ax.set_title(f"{title}\nn = {n_runs[0]}..{n_runs[-1]} runs per point", fontsize=8)
-        ax.legend(fontsize=7)
-    fig.suptitle(f"{datasets.get(dataset).label}: how many accelerators one host feeds (line: AU 90%)")
+        title = textwrap.fill(' / '.join(setup[1:]), 48)  # the machine is in the figure's title
+        ax.set_title(f"{title}\nn = {n_runs[0]}..{n_runs[-1]} runs per point", fontsize=7)
+    for ax in list(axes.flat)[len(setups):]:
+        ax.axis("off")
+    fig.legend(shown.values(), shown.keys(), loc="lower center", ncol=4, fontsize=7, frameon=False)
+    machines = sorted({s[0] for s in setups})
+    fig.suptitle(textwrap.fill(f"{datasets.get(dataset).label}: how many accelerators one host feeds "
+                               f"(grey line: AU 90%); {'; '.join(machines)}", 110), fontsize=9)
+    legend_rows = -(-len(shown) // 4)
+    fig.tight_layout(rect=(0, 0.03 * legend_rows + 0.02, 1, 0.97))
     path = Path(out) / f"fig_capacity_{dataset}.png"
-    save(fig, path)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
     return path
 
 

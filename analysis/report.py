@@ -99,6 +99,19 @@ def describe_setup(setup, records, dataset):
     return f"{source}; {compute}; {limits}\n{machine}"
 
 
+def tick_label(text, width=11):
+    """A backend's label broken into short lines, so that neighbouring tick labels never meet."""
+    import textwrap
+    return "\n".join(textwrap.wrap(text, width)) or text
+
+
+def on_paper_machine(records, dataset):
+    """Whether these runs emulate the paper's own machine (its Titan X): only then do the paper's
+    seconds belong on their figure."""
+    accelerators = {(r.compute or {}).get("accelerator") for r in records if r.dataset == dataset}
+    return accelerators == {"titanx2016"}
+
+
 def present_backends(stats, dataset):
     return [b for b in backends.REGISTRY if any((dataset, b, c) in stats for c in CACHES)]
 
@@ -109,6 +122,7 @@ def fig_time(dataset, records, out, setup=None, suffix=""):
     stats = cell_stats(records)
     present = present_backends(stats, dataset)
     stock = is_stock(records, dataset)
+    paper_machine = on_paper_machine(records, dataset)
     fig, ax = plt.subplots(figsize=(8.5, 4.6))
     width, tops, marks = 0.38, [], []
     for i, b in enumerate(present):
@@ -129,7 +143,7 @@ def fig_time(dataset, records, out, setup=None, suffix=""):
                 ax.annotate(f"{s['mean']:.1f}{au}", (x, top), ha="center", va="bottom", fontsize=7)
                 tops.append(top)
             pv = paper_value(dataset, b, c)
-            if pv is not None and stock:
+            if pv is not None and stock and paper_machine:
                 marks.append((x, pv))
     ymax = max(tops + [1.0]) * (1.7 if any(pv > max(tops + [1.0]) * 1.35 for _, pv in marks) else 1.35)
     for x, pv in marks:
@@ -139,15 +153,16 @@ def fig_time(dataset, records, out, setup=None, suffix=""):
             ax.annotate(f"paper\n{pv:.0f} s", (x, ymax * 0.97), ha="center", va="top", fontsize=7,
                         arrowprops=dict(arrowstyle="->"), xytext=(x, ymax * 0.86))
     ax.set_ylim(0, ymax)
-    ax.set_xticks(range(len(present)), [backends.get(b).label for b in present], fontsize=8)
+    ax.set_xticks(range(len(present)), [tick_label(backends.get(b).label) for b in present], fontsize=8)
     ax.set_ylabel("training time, wall (s)")
     n = sorted({s["n"] for k, s in stats.items() if k[0] == dataset})
     n_text = f"n = {n[0]}" if len(n) == 1 else f"n = {n[0]}..{n[-1]}"
     sd_text = " (one run per bar: no spread shown)" if n == [1] else ", bars: +- sd"
     ax.set_title(f"{datasets.get(dataset).label}: training time, warm (solid) / cold (hatched), grey: start-up (before the\n"
                  "test pass at iteration 0, which reads the data and is coloured); "
-                 f"{n_text}{sd_text}" + ("; x = paper" if stock and marks else
-                                          "" if stock else "; shortened runs, the paper's seconds not shown")
+                 f"{n_text}{sd_text}" + ("; x = paper (Titan X, 2016)" if marks else
+                                          "; not the paper's machine: its seconds not shown" if stock else
+                                          "; shortened runs, the paper's seconds not shown")
                  + ("\n" + describe_setup(setup, records, dataset) if setup else ""), fontsize=8)
     return save(fig, out / f"fig_time_{dataset}{suffix}.png")
 
@@ -172,7 +187,7 @@ def _grouped_bars(ax, present, series, ylabel):
             ax.bar(xs, [values.get((b, cache), 0) for b in present], width, color=colour,
                    alpha=1.0 if cache == "warm" else 0.6, hatch=None if cache == "warm" else "//",
                    edgecolor="black", linewidth=0.4, label=f"{label}, {cache}")
-    ax.set_xticks(range(len(present)), [backends.get(b).label for b in present], fontsize=7, rotation=15)
+    ax.set_xticks(range(len(present)), [tick_label(backends.get(b).label, 10) for b in present], fontsize=7)
     ax.set_ylabel(ylabel, fontsize=8)
     ax.legend(fontsize=6)
 

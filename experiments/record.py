@@ -24,6 +24,8 @@ class Record:
     iterations: int = None                # the last iteration Caffe logged
     iterations_setting: int = None        # max_iter asked for; None: the stock solver's
     iterations_reason: str = None         # why not the stock solver's, when that was chosen for the user
+    cold_condition: dict = None           # a cold run: passes over the train data, its bytes, the memory that
+                                          # could cache it, and whether only the first pass read the disk
     wall_seconds: float = None            # process start to exit
     startup_seconds: float = None         # process start to the test pass at iteration 0 (or, without
                                           # one, the first logged iteration): libraries, nets, opening the data

@@ -132,3 +132,13 @@ def test_one_misleading_run_does_not_make_the_search_step_by_one(misleading_n, r
     assert s.largest_n(48, 3) == 21
     assert len(runs) <= 25  # stepping one N at a time with 3 runs each took runs_before
     assert runs.count(21) == 3 and runs.count(22) == 3
+
+
+def test_a_curve_whose_hosts_probe_apart_says_it_is_not_one_hosts_answer():
+    from experiments.record import Record
+    def run(name, rate=None):
+        return Record(name, "mnist", "lmdb", "warm", environment={"cpu_probe": {"images_per_second": rate}} if rate else {})
+    same = [run(f"r{i}", v) for i, v in enumerate([600, 610, 605])]
+    assert capacity.probe_note(same) == ""
+    assert "not one host's answer" in capacity.probe_note(same + [run("slow", 300)])
+    assert capacity.probe_note([run("old")]) == ""  # records before the probe: nothing to say

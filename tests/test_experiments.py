@@ -322,3 +322,20 @@ def test_warming_takes_more_files_than_a_command_line_holds(tmp_path):
     cache.fadvise_dontneed([one])
     cache.warm(files, enter=lambda: None)  # the child as the runner starts it inside a cgroup
     assert cache.residency([one]) == 1.0
+
+
+def test_a_cold_run_whose_data_fits_in_memory_says_so_and_records_it(mnist_small, tmp_path):
+    """MNIST fits in any memory: cold is the first pass from the disk, and the run says so before
+    it trains; its record keeps the passes, the data and the room, and a warm run has none."""
+    said = []
+    r = runner.run(runner.RunSpec("mnist", "lmdb", "cold", iters=40, data_root=mnist_small.parent, results=tmp_path,
+                                  progress=False), log=said.append)
+    c = r.cold_condition
+    assert c["passes"] == pytest.approx(40 * 64 / 640) and c["first_pass_only"] and c["data_over_room"] < 0.01
+    assert c["train_bytes"] > 0 and c["room_from"] == "the host's memory"
+    assert said[0].startswith("cold: 4 passes") and "only the first pass reads the disk" in said[0]
+    warm = runner.run(runner.RunSpec("mnist", "lmdb", "warm", iters=20, data_root=mnist_small.parent,
+                                     results=tmp_path, progress=False), log=said.append)
+    assert warm.cold_condition is None
+    # data 5x what the memory leaves: the paper's condition, nothing to say
+    assert runner.cold_words(dict(c, data_over_room=5.2, first_pass_only=False)) is None

@@ -1,0 +1,59 @@
+"""Figures people can read at page width: every figure the report, the capacity analysis and the
+README's answer draw from the committed records is drawn here, and no two of its tick labels
+may overlap (their extents, as matplotlib's renderer lays them out)."""
+import itertools
+
+import pytest
+from matplotlib.figure import Figure
+
+from analysis import answer, capacity, report
+from conftest import ROOT
+from experiments.record import load
+
+
+def overlapping_tick_labels(fig):
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    found = []
+    for ax in fig.axes:
+        for axis in (ax.xaxis, ax.yaxis):
+            labels = [t for t in axis.get_ticklabels(which="both") if t.get_visible() and t.get_text().strip()]
+            boxes = [(t.get_text(), t.get_window_extent(renderer)) for t in labels]
+            found += [(a, b) for (a, box_a), (b, box_b) in itertools.combinations(boxes, 2) if box_a.overlaps(box_b)]
+    return found
+
+
+@pytest.fixture
+def drawn(monkeypatch):
+    """Every figure saved while the test runs: (file name, overlapping tick labels)."""
+    seen, original = [], Figure.savefig
+
+    def checked(fig, path, *args, **kwargs):
+        seen.append((str(path).rsplit("/", 1)[-1], overlapping_tick_labels(fig), fig.get_size_inches()[0] * fig.dpi))
+        return original(fig, path, *args, **kwargs)
+    monkeypatch.setattr(Figure, "savefig", checked)
+    return seen
+
+
+def test_no_tick_labels_overlap_in_the_report_the_capacity_figures_or_the_answer(drawn, tmp_path):
+    for folder in ("results/ci-2core-paper2016-calibrated", "results/ci-2core-emulated-h100-calibrated"):
+        report.write_report(load([ROOT / folder]), tmp_path / folder.rsplit("/", 1)[-1])
+    records = [r for r in load([ROOT / "results" / "ci-2core-capacity"]) if not r.superseded]
+    for dataset in sorted({r.dataset for r in records}):
+        capacity.figure(records, dataset, tmp_path)
+        capacity.figure_per_core(records, dataset, tmp_path)
+    answer.figure(answer.rows(), tmp_path / "answer.png")
+    names = {name for name, _, _ in drawn}
+    assert {"fig_time_mnist.png", "fig_capacity_cifar10.png", "answer.png"} <= names
+    assert [(name, overlaps) for name, overlaps, _ in drawn if overlaps] == []
+
+
+def test_the_overlap_check_sees_overlapping_labels():
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(3, 2))
+    ax.bar(range(6), range(6))
+    ax.set_xticks(range(6), ["in memory (Python)"] * 6)
+    assert overlapping_tick_labels(fig)
+    plt.close(fig)
