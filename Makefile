@@ -71,9 +71,12 @@ redis-stop:
 	@$(PY) experiments/matrix.py $@ $(RUN_ARGS)
 
 # one report per folder of records: results/ (this machine) and results/<machine>/ (committed runs)
+# capacity sweeps (folders named *capacity*) have their own analysis: hundreds of groups of solvers
 report: setup
 	@for d in results results/*; do \
-	  if compgen -G "$$d/*/records.jsonl" >/dev/null; then $(PY) analysis/report.py $$d --out $$d/report; fi; \
+	  if ! compgen -G "$$d/*/records*.jsonl" >/dev/null; then continue; fi; \
+	  case $$d in *capacity*) $(PY) analysis/capacity.py $$d >/dev/null && echo "$$d/report (capacity)" ;; \
+	              *) $(PY) analysis/report.py $$d --out $$d/report ;; esac; \
 	done
 
 calibration: venv
