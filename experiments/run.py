@@ -40,16 +40,30 @@ from experiments.cgroup import CgroupError, Limits  # noqa: E402
 from experiments.record import recorded  # noqa: E402
 
 
-def parser():
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+SHORT_HELP_END = """Each run prints what it made the cache, its compute, then: wall seconds, start-up, the solver's
+seconds, AU (accelerator utilisation: compute time over the solver's time; >= 90%: the accelerator
+was fed). Backends' read options (LMDB read paths, Redis prefetching, a network delay) and the
+long description: --help-all. In depth: docs/running.md."""
+
+
+def parser(full=True):
+    """The command line; full=False: the short help -h prints (no backend read options)."""
+    examples = "\n".join(__doc__.split("\n\n")[1].splitlines()[:5])
+    p = argparse.ArgumentParser(description=__doc__ if full else __doc__.split("\n\n")[0] + "\n\n" + examples,
+                                epilog=None if full else SHORT_HELP_END,
+                                formatter_class=lambda prog: argparse.RawDescriptionHelpFormatter(
+                                    prog, width=100, max_help_position=28))
+
+    def rare(text):  # in the full help only
+        return text if full else argparse.SUPPRESS
     p.add_argument("dataset", choices=list(datasets.REGISTRY))
     p.add_argument("backend", help=f"{', '.join(backends.REGISTRY)}, a comma-separated list, or all")
     p.add_argument("cache", choices=["warm", "cold", "all"])
     p.add_argument("--repeats", type=int, default=1)
     p.add_argument("--iters", type=int, help="max_iter (default: the stock solver's)")
     p.add_argument("--iters-reason", help=argparse.SUPPRESS)  # the matrix says why it scaled iterations
-    p.add_argument("--test-interval", type=int, help="test_interval (default: the stock solver's; "
-                   "made to divide max_iter so the last test runs at the last iteration)")
+    p.add_argument("--test-interval", type=int, help=rare("test_interval (default: the stock solver's; "
+                   "made to divide max_iter so the last test runs at the last iteration)"))
     dev = p.add_mutually_exclusive_group()
     dev.add_argument("--gpu", type=int, help="GPU id (default: 0 when this Caffe has CUDA)")
     dev.add_argument("--cpu", action="store_true", help="train on the CPU for real, no emulation")
@@ -57,30 +71,32 @@ def parser():
                    "iteration such as 2.5ms, or none (real compute). Default: the real GPU with a CUDA "
                    "build, else h100 (titanx2016 under --profile paper2016)")
     p.add_argument("--mem-limit", help="memory limit of the training cgroup, e.g. 4G (bounds the page cache)")
-    p.add_argument("--mem-per-solver", help="with --concurrent N: memory added to --mem-limit for each solver "
+    p.add_argument("--mem-per-solver", help=rare("with --concurrent N: memory added to --mem-limit for each solver "
                    "beyond the first (e.g. 800M, a CaffeNet solver's own), so that the page cache keeps "
-                   "one solver's share at every N")
-    p.add_argument("--cpus", type=int, help="cores the training may use (cpuset)")
-    p.add_argument("--riops", type=int, help="read IOPS limit on the data's disk")
-    p.add_argument("--rbps", type=int, help="read bytes/s limit on the data's disk")
+                   "one solver's share at every N"))
+    p.add_argument("--cpus", type=int, help=rare("cores the training may use (cpuset)"))
+    p.add_argument("--riops", type=int, help=rare("read IOPS limit on the data's disk"))
+    p.add_argument("--rbps", type=int, help=rare("read bytes/s limit on the data's disk"))
     p.add_argument("--profile", choices=list(machines.PROFILES),
                    help="emulate a whole machine (experiments/machines.py): " +
                         "; ".join(f"{m.name} = {m.summary}" for m in machines.PROFILES.values()))
-    options.add_groups(p, list(backends.REGISTRY.values()), "reading from {name} ({label}): DataParameter fields")
-    options.add_groups(p, list(locations.REGISTRY.values()), "data on a {name}")
+    if full:
+        options.add_groups(p, list(backends.REGISTRY.values()), "reading from {name} ({label}): DataParameter fields")
+        options.add_groups(p, list(locations.REGISTRY.values()), "data on a {name}")
+    p.add_argument("--help-all", action="store_true", help="every option, the backends' read options too")
     p.add_argument("--concurrent", type=int, default=1, metavar="N",
                    help="N training processes on the same artifact at once, each its own accelerator "
                         "(emulated, or the same GPU); each is recorded, with the group's makespan and "
                         "device bytes")
     p.add_argument("--cold-fallback", choices=["fadvise"],
-                   help="without root, make 'cold' with posix_fadvise(DONTNEED) (recorded as such)")
-    p.add_argument("--count", type=int, help="train images of a generated stand-in, when the data must be "
-                   "prepared first (an existing artifact is used as it is)")
+                   help=rare("without root, make 'cold' with posix_fadvise(DONTNEED) (recorded as such)"))
+    p.add_argument("--count", type=int, help=rare("train images of a generated stand-in, when the data must be "
+                   "prepared first (an existing artifact is used as it is)"))
     p.add_argument("--data", default=str(runner.ROOT / "data"), help="data root (default: %(default)s)")
     p.add_argument("--out", default=str(runner.ROOT / "results"), help="results root (default: %(default)s)")
-    p.add_argument("--again", action="store_true", help="run even if already recorded")
-    p.add_argument("--seed", type=int, help="solver random_seed")
-    p.add_argument("--quiet", action="store_true", help="no progress line while training")
+    p.add_argument("--again", action="store_true", help=rare("run even if already recorded"))
+    p.add_argument("--seed", type=int, help=rare("solver random_seed"))
+    p.add_argument("--quiet", action="store_true", help=rare("no progress line while training"))
     return p
 
 
@@ -164,6 +180,13 @@ def main(argv=None):
     # a shell starts background jobs with SIGINT ignored, and Python then leaves it ignored;
     # Caffe never does, so a `kill -INT` would stop the training and not this process
     signal.signal(signal.SIGINT, signal.default_int_handler)
+    argv = sys.argv[1:] if argv is None else argv
+    if "-h" in argv or "--help" in argv:
+        parser(full=False).print_help()
+        return 0
+    if "--help-all" in argv:
+        parser().print_help()
+        return 0
     a = parser().parse_args(argv)
     gpu, accelerator = compute_choice(a)
     from data_prep import build

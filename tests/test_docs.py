@@ -99,3 +99,14 @@ def test_the_browser_check_sees_a_broken_image_and_a_console_error(site):
     finally:
         (site / "_broken.html").unlink()
     assert result["broken"] == ["absent.png"] and any("undefinedFn" in line for line in console)
+
+
+def test_run_help_fits_a_screen_and_help_all_has_every_option(capsys):
+    from experiments import run
+    assert run.main(["--help"]) == 0
+    short = capsys.readouterr().out
+    assert len(short.splitlines()) <= 50 and "--help-all" in short and "AU" in short
+    assert "--lmdb-read" not in short and "--riops" not in short
+    assert run.main(["--help-all"]) == 0
+    full = capsys.readouterr().out
+    assert "--lmdb-read" in full and "--riops" in full and "--rtt" in full
