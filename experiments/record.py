@@ -102,6 +102,30 @@ class Record:
         per, n = limits.get("mem_per_solver_bytes"), (self.concurrent or {}).get("solvers", 1)
         return limit + (n - 1) * per - n * anon if per else limit - anon
 
+    def what_limited(self, layer=None):
+        """What held the accelerator up, in words, from this run's own evidence (the threads' CPU,
+        the disk's paced reads, iowait, where the data lives); None where AU >= 0.90 or unknown.
+        layer: the Caffe layer that read the data (HDF5Data and MemoryData read on the solver thread)."""
+        if self.au is None or self.au >= 0.90 or not self.solver_seconds:
+            return None
+        threads = (self.process or {}).get("thread_cpu_seconds") or {}
+        prefetch = threads.get("data prefetch", 0) / self.solver_seconds
+        solver = threads.get("solver (main thread)", 0) / self.solver_seconds
+        paced, riops = ((self.limits or {}).get("throttled_reads") or {}), (self.limits or {}).get("riops")
+        iowait = (self.monitor or {}).get("cpu_iowait_mean") or 0
+        if prefetch >= 0.85:
+            return f"the prefetch thread's CPU (busy {prefetch:.0%} of the solver's time; one thread transforms every image)"
+        if layer in ("HDF5Data", "MemoryData"):
+            copies = " and the host-to-device copies it makes" if (self.compute or {}).get("host_copy_latency_us") else ""
+            return f"the solver thread, which reads the data{copies} ({layer}; its CPU {solver:.0%} of the solver's time)"
+        if paced.get("read_ios") and riops:
+            return f"the disk's read limit ({riops} IOPS; {paced['read_ios']:,} reads paced)"
+        if iowait >= 10:
+            return f"reads from the disk (iowait {iowait:.0f}% of the CPU)"
+        if (self.location or {}).get("kind") not in (None, "local"):
+            return f"the servers' replies (the prefetch thread busy {prefetch:.0%}; the rest waiting on the network)"
+        return f"not the data path's CPU (the prefetch thread busy {prefetch:.0%}): waiting on the data"
+
     def data_over_cache_room(self):
         """How many times the training data exceeds what could cache it (MLPerf Storage asks >= 5)."""
         room, data = self.cache_room_bytes(), (self.train_footprint or {}).get("allocated_bytes")

@@ -358,6 +358,9 @@ def _report(run, record, training, parsed, au, concurrent):
     who = f"  solver {concurrent['member']}:" if concurrent else " "
     run.log(f"{who} {record.status}: {training.wall:.1f} s wall, start-up {record.startup_seconds} s, solver "
             f"{parsed['solver_seconds']} s{au_text}, {_accuracy_words(run.compute, parsed)}{room_text}")
+    limited = record.what_limited(run.backend.layer) if record.ok else None
+    if limited:
+        run.log(f"{who} AU below 90%: held up by {limited}")
     if record.status != "ok":
         run.log(f"  the run failed (exit {record.returncode}); its log: {training.run_dir / 'caffe.log'}")
         if parsed["stopped_early"]:

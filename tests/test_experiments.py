@@ -339,3 +339,18 @@ def test_a_cold_run_whose_data_fits_in_memory_says_so_and_records_it(mnist_small
     assert warm.cold_condition is None
     # data 5x what the memory leaves: the paper's condition, nothing to say
     assert runner.cold_words(dict(c, data_over_room=5.2, first_pass_only=False)) is None
+
+
+def test_the_run_line_names_what_held_the_accelerator_up():
+    from experiments.record import Record
+
+    def run(au, threads, **kw):
+        return Record("r", "mnist", "images", "cold", au=au, solver_seconds=10.0,
+                      process={"thread_cpu_seconds": threads}, **kw)
+    assert run(0.95, {"data prefetch": 9.8}).what_limited("ImageData") is None  # fed: nothing to name
+    assert "prefetch thread's CPU (busy 98%" in run(0.3, {"data prefetch": 9.8}).what_limited("ImageData")
+    paced = run(0.1, {"data prefetch": 1.0}, limits={"riops": 188, "throttled_reads": {"read_ios": 70000}})
+    assert paced.what_limited("ImageData").startswith("the disk's read limit (188 IOPS")
+    hdf5 = run(0.46, {"solver (main thread)": 0.7}, compute={"mode": "emulated", "host_copy_latency_us": 7.5})
+    assert "host-to-device copies" in hdf5.what_limited("HDF5Data")
+    assert "waiting on the data" in run(0.5, {"data prefetch": 2.0}).what_limited("Data")
