@@ -334,11 +334,15 @@ def test_a_cold_run_whose_data_fits_in_memory_says_so_and_records_it(mnist_small
     assert c["passes"] == pytest.approx(40 * 64 / 640) and c["first_pass_only"] and c["data_over_room"] < 0.01
     assert c["train_bytes"] > 0 and c["room_from"] == "the host's memory"
     assert said[0].startswith("cold: 4 passes") and "only the first pass reads the disk" in said[0]
+    assert "the host's memory" in said[0] and "as in the paper's MNIST and CIFAR-10 runs" in said[0]
     warm = runner.run(runner.RunSpec("mnist", "lmdb", "warm", iters=20, data_root=mnist_small.parent,
                                      results=tmp_path, progress=False), log=said.append)
     assert warm.cold_condition is None
-    # data 5x what the memory leaves: the paper's condition, nothing to say
-    assert runner.cold_words(dict(c, data_over_room=5.2, first_pass_only=False)) is None
+    # data 5x what the memory leaves: the paper's condition, said as such
+    assert "(the paper's condition" in runner.cold_words(dict(c, data_over_room=5.2, first_pass_only=False))
+    # CaffeNet's own memory is its prefetched batches: ~0.74 GiB, as its records measure
+    from data_prep import datasets
+    assert runner.solver_memory_estimate(datasets.get("imagenet").model) / 2**30 == pytest.approx(0.74, abs=0.01)
 
 
 def test_the_run_line_names_what_held_the_accelerator_up():
@@ -354,3 +358,14 @@ def test_the_run_line_names_what_held_the_accelerator_up():
     hdf5 = run(0.46, {"solver (main thread)": 0.7}, compute={"mode": "emulated", "host_copy_latency_us": 7.5})
     assert "host-to-device copies" in hdf5.what_limited("HDF5Data")
     assert "waiting on the data" in run(0.5, {"data prefetch": 2.0}).what_limited("Data")
+
+
+def test_imagenet_is_sized_for_the_papers_condition_unless_the_command_line_chooses():
+    from experiments import run as run_py
+    a = run_py.parser().parse_args(["imagenet", "lmdb", "cold"])
+    assert run_py.default_sizing(a) == ["--count", "12800", "--mem-limit", "1G", "--iters", "150"]
+    assert (a.count, a.mem_limit, a.iters) == (12800, "1G", 150) and "3 epochs" in a.iters_reason
+    for chosen in (["--iters", "10"], ["--mem-limit", "2G"], ["--profile", "paper2016"], ["--concurrent", "2"]):
+        a = run_py.parser().parse_args(["imagenet", "lmdb", "cold", *chosen])
+        assert run_py.default_sizing(a) is None
+    assert run_py.default_sizing(run_py.parser().parse_args(["mnist", "lmdb", "cold"])) is None
