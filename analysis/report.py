@@ -102,7 +102,7 @@ def describe_setup(setup, records, dataset):
 def tick_label(text, width=11):
     """A backend's label broken into short lines, so that neighbouring tick labels never meet."""
     import textwrap
-    return "\n".join(textwrap.wrap(text, width)) or text
+    return "\n".join(textwrap.wrap(text, width, break_on_hyphens=False)) or text
 
 
 def on_paper_machine(records, dataset):

@@ -63,7 +63,7 @@ f.addEventListener('load', () => setTimeout(() => {{
 
 
 def open_in_chromium(site, page):
-    """({"images": n, "broken": [...]}, console lines) of `page` loaded from a local server."""
+    """({"images": n, "broken": [...]}, console errors) of `page` loaded from a local server."""
     (site / "_check.html").write_text(CHECK_PAGE.format(page=page))
     handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(site))
     handler.log_message = lambda *a: None
@@ -79,12 +79,15 @@ def open_in_chromium(site, page):
         (site / "_check.html").unlink()
     found = re.search(r'<pre id="result">(.*?)</pre>', out.stdout)
     assert found, f"the page did not finish loading: {out.stderr[-1500:]}"
-    console = [line for line in out.stderr.splitlines() if ":CONSOLE" in line]
+    # Chromium logs every console message at one level: an error is an uncaught exception, an
+    # error object or a resource that failed to load (the search worker's progress note is none)
+    console = [line for line in out.stderr.splitlines()
+               if ":CONSOLE" in line and re.search(r"Uncaught|Error|Failed to load resource", line)]
     return json.loads(found.group(1).replace("&quot;", '"')), console
 
 
 @pytest.mark.parametrize("page", ["index.html", "results.html", "reports/ci-2core-emulated-h100-calibrated/report.html"])
-def test_the_site_loads_in_a_browser_with_every_image_and_no_console_message(site, page):
+def test_the_site_loads_in_a_browser_with_every_image_and_no_console_error(site, page):
     assert (site / page).exists()
     result, console = open_in_chromium(site, page)
     assert result["broken"] == [] and console == []
