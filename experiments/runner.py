@@ -221,7 +221,7 @@ def cold_words(condition):
     gib = 2 ** 30
     data, room = condition["train_bytes"] / gib, condition["cache_room_upper_bytes"] / gib
     head = (f"cold: {condition['passes']:g} passes over {data:.2f} GiB of train data; at most {room:.2f} GiB "
-            f"({condition['room_from']}) can cache it: the data is {condition['data_over_room']:.1f}x that")
+            f"({condition['room_from']}) can cache it: the data is {condition['data_over_room']:.2g}x that")
     if condition["data_over_room"] >= PAPER_DATA_OVER_MEMORY:
         return head + " (the paper's condition: its ImageNet was ~9x its memory; MLPerf Storage asks >= 5x)"
     what = ("only the first pass reads the disk, every later one the page cache" if condition["first_pass_only"]
