@@ -226,7 +226,7 @@ def main(argv=None):
                   file=sys.stderr)
         for position, (backend, cache_state, repeat) in enumerate(cells):
             if (backend, cache_state, repeat) in done and not a.again:
-                print(f"{a.dataset} {backend} {cache_state} #{repeat}: already recorded", file=sys.stderr)
+                print(f"{a.dataset} {backend} {cache_state} (repeat {repeat}): already recorded", file=sys.stderr)
                 continue
             read_options, location_options = _read_for(backend, reading)
             spec = runner.RunSpec(a.dataset, backend, cache_state, repeat, a.iters, a.test_interval,

@@ -295,7 +295,7 @@ def _train(run):
     held = (f"{resident:.1%} of {len(location.files)} files resident" if location.files
             else "every record in the servers' memory")
     solvers = f", {len(run.run_ids)} solvers at once" if len(run.run_ids) > 1 else ""
-    run.log(f"{run.dataset.name} {run.backend.name} {spec.cache} #{spec.repeat}: cache made {spec.cache} by "
+    run.log(f"{run.dataset.name} {run.backend.name} {spec.cache} (repeat {spec.repeat}): cache made {spec.cache} by "
             f"{how}, {held}; compute: {_compute_words(run.compute)}{solvers}")
     monitor_csv = run.run_dirs[0] / "monitor.csv"  # machine-wide: one for the group
     device = location.block_device()

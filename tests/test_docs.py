@@ -18,7 +18,7 @@ HISTORY = re.compile(r"(^|[^&A-Za-z0-9])#[0-9]{1,3}\b|\bsessions?\b", re.IGNOREC
 
 
 def prose(page):
-    """(line number, line) of a page outside its fenced code (a program's output may say "#0")."""
+    """(line number, line) of a page outside its fenced code (a program's output may hold a "#")."""
     fenced = False
     for i, line in enumerate(page.read_text().splitlines(), 1):
         if line.lstrip().startswith("```"):
