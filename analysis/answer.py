@@ -13,7 +13,6 @@ Which records (each folder's NOTES.md says on which machine and when):
                more per solver, so that the data stays ~5x larger than the page cache's share)
 """
 import argparse
-import statistics
 import sys
 from pathlib import Path
 
@@ -35,17 +34,6 @@ FIGURE = "docs/img/answer.png"
 README_BEGIN = "<!-- answer: written by analysis/answer.py --readme -->"
 README_END = "<!-- end of answer -->"
 CACHES = ("warm", "cold")
-
-
-def cell_means(folder, field):
-    """{(dataset, backend, cache): (mean, n)} of a record field over ok single-solver runs with the
-    stock reader (no read options)."""
-    cells = {}
-    for r in load([ROOT / folder]):
-        value = getattr(r, field)
-        if r.ok and value is not None and not r.concurrent and not r.read_options:
-            cells.setdefault((r.dataset, r.backend, r.cache), []).append(value)
-    return {k: (statistics.mean(v), len(v)) for k, v in cells.items()}
 
 
 def paper2016_seconds():
@@ -79,8 +67,10 @@ def iterations(dataset):
 
 def rows():
     """One row per dataset and backend that any of the three sources has."""
-    seconds, au, feeds, paper = (paper2016_seconds(), cell_means(H100, "au"),
-                                 capacity_answers(), paper_seconds())
+    from benchmarks.calibration import cell_means
+    au = {k: v[:2] for k, v in cell_means(H100, "au").items()}
+    seconds, feeds, paper = (paper2016_seconds(),
+                             capacity_answers(), paper_seconds())
     out = []
     for dataset in datasets.REGISTRY:
         for backend in backends.REGISTRY:

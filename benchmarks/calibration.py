@@ -350,9 +350,9 @@ def h100_caveat(backend, cache, device_mib, decode=None):
 def host_probe(folder):
     """Median images/s of the CPU probe in a folder's ok records (monitor/cpu_probe.py), or None
     where its runs predate the probe: how fast that host's cores run Caffe's image path."""
-    rates = sorted(cpu_probe.rate(r.environment) for r in record.load([ROOT / folder])
-                   if r.ok and cpu_probe.rate(r.environment)) if (ROOT / folder).exists() else []
-    return rates[len(rates) // 2] if rates else None
+    rates = [cpu_probe.rate(r.environment) for r in record.load([ROOT / folder])
+             if r.ok and cpu_probe.rate(r.environment)] if (ROOT / folder).exists() else []
+    return statistics.median(rates) if rates else None
 
 
 def scaled_to_host(ours_seconds, compute_seconds, ours_probe, real_probe):
@@ -369,19 +369,22 @@ def same_host_rows(folder):
         if r.ok:
             side = emulated_runs if (r.compute or {}).get("mode") == "emulated" else real_runs
             side.setdefault((r.dataset, r.backend, r.cache, r.iterations_setting), []).append(r)
+    def seconds(rs):
+        values = [x.solver_seconds for x in rs]
+        mean = statistics.mean(values)
+        return mean, (max(values) - min(values)) / mean
+
     rows = []
     for key in sorted(real_runs):
         real, ours = real_runs[key], emulated_runs.get(key, [])
         if not ours:
             continue
-        mean = lambda rs, f: statistics.mean(getattr(x, f) for x in rs)  # noqa: E731
-        spread = lambda rs: (max(x.solver_seconds for x in rs) - min(x.solver_seconds for x in rs)) / mean(rs, "solver_seconds")  # noqa: E731,E501
-        ratio = mean(ours, "solver_seconds") / mean(real, "solver_seconds")
+        (real_s, real_spread), (ours_s, ours_spread) = seconds(real), seconds(ours)
         aus = [x.au for x in ours if x.au is not None]
-        rows.append({"cell": f"{key[0]} {key[1]} {key[2]}, {key[3]} iterations", "reference": round(mean(real, "solver_seconds"), 2),
-                     "reference_n": len(real), "reference_spread": round(spread(real), 3),
-                     "ours": round(mean(ours, "solver_seconds"), 2), "ours_n": len(ours), "ours_spread": round(spread(ours), 3),
-                     "ratio": round(ratio, 3), "bound": bound(statistics.mean(aus) if aus else None),
+        rows.append({"cell": f"{key[0]} {key[1]} {key[2]}, {key[3]} iterations", "reference": round(real_s, 2),
+                     "reference_n": len(real), "reference_spread": round(real_spread, 3),
+                     "ours": round(ours_s, 2), "ours_n": len(ours), "ours_spread": round(ours_spread, 3),
+                     "ratio": round(ours_s / real_s, 3), "bound": bound(statistics.mean(aus) if aus else None),
                      "use": "prediction", "gpu": (real[0].environment or {}).get("gpu_model"),
                      "probe": host_probe(folder)})
     return rows
@@ -604,7 +607,8 @@ def tables(h100, paper, h100_folder, paper_folder, caveats=True, same_host=None,
     lines += ["", summary(h100, 1.15)]
     if same_host:
         lines += ["", f"**Real GPU against the emulated H100 on the same host** (`{same_host_folder}`: "
-                  f"{same_host[0]['gpu']}, host CPU probe {same_host[0]['probe'] or 'not measured'} images/s per core). "
+                  f"{same_host[0]['gpu']}, host CPU probe " + (f"{same_host[0]['probe']:.0f} images/s per core, the median "
+                  "of its records" if same_host[0]['probe'] else "not measured") + "). "
                   "The host's cores, disk and page cache are shared, so what differs is the emulation; a compute-bound "
                   "row also holds the H100's fitted compute against this GPU. Solver seconds; goal within 15%.", "",
                   "| cell | real s (n, spread) | emulated s (n, spread) | emulated / real | bound | verdict |",

@@ -7,6 +7,8 @@ import os
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
+from experiments import proctrack
+
 
 @dataclass
 class Record:
@@ -109,8 +111,8 @@ class Record:
         if self.au is None or self.au >= 0.90 or not self.solver_seconds:
             return None
         threads = (self.process or {}).get("thread_cpu_seconds") or {}
-        prefetch = threads.get("data prefetch", 0) / self.solver_seconds
-        solver = threads.get("solver (main thread)", 0) / self.solver_seconds
+        prefetch = threads.get(proctrack.PREFETCH, 0) / self.solver_seconds
+        solver = threads.get(proctrack.SOLVER, 0) / self.solver_seconds
         paced, riops = ((self.limits or {}).get("throttled_reads") or {}), (self.limits or {}).get("riops")
         iowait = (self.monitor or {}).get("cpu_iowait_mean") or 0
         if prefetch >= 0.85:

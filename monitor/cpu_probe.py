@@ -4,6 +4,7 @@ about a second). Every record keeps it (environment.cpu_probe), so that runs on 
 the same kind, or on a GPU host and an emulating one, can be told apart by how fast their
 cores decode, and image-file cells can be scaled from one host to another."""
 import json
+import statistics
 import subprocess
 
 import toolchain
@@ -37,11 +38,10 @@ def rate(environment):
 
 def spread(rates):
     """(max - min) / median of the probes given (None ignored); None when fewer than two."""
-    found = sorted(r for r in rates if r)
+    found = [r for r in rates if r]
     if len(found) < 2:
         return None
-    median = found[len(found) // 2] if len(found) % 2 else (found[len(found) // 2 - 1] + found[len(found) // 2]) / 2
-    return (found[-1] - found[0]) / median
+    return (max(found) - min(found)) / statistics.median(found)
 
 
 def main(argv=None):
@@ -53,8 +53,8 @@ def main(argv=None):
     p.add_argument("--json", type=Path, help="write the probes and their median here")
     a = p.parse_args(argv)
     probes = [measure(a.seconds) for _ in range(a.repeats)]
-    rates = sorted(r["images_per_second"] for r in probes if "images_per_second" in r)
-    summary = {"probes": probes, "median_images_per_second": rates[len(rates) // 2] if rates else None,
+    rates = [r["images_per_second"] for r in probes if "images_per_second" in r]
+    summary = {"probes": probes, "median_images_per_second": statistics.median(rates) if rates else None,
                "spread": spread(rates)}
     for probe in probes:
         print(probe.get("images_per_second") or probe.get("error"))
