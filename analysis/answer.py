@@ -52,9 +52,12 @@ def capacity_answers():
     """{(dataset, backend, cache): (largest N at AU >= 0.90, bracketed)} for the quoted setups."""
     found = {}
     records = [r for r in load([ROOT / CAPACITY]) if not r.superseded]
-    for (dataset, setup, backend, cache), by_n in capacity.curves(records).items():
+    lost_at = capacity.lost(records)
+    for key, by_n in capacity.curves(records).items():
+        dataset, setup, backend, cache = key
         if "emulated h100" in setup and CAPACITY_SETUP.get(dataset) == setup[2]:
-            found[(dataset, backend, cache)] = (capacity.largest_n(by_n)[0], capacity.bracketed(by_n))
+            found[(dataset, backend, cache)] = (capacity.largest_n(by_n, lost_at.get(key, ()))[0],
+                                                capacity.bracketed(by_n, lost_at.get(key, ())))
     return found
 
 
@@ -116,8 +119,8 @@ def table(found):
     lines += ["", f"Machines: VMs of this project's CI kind (2-core AMD EPYC, 24 GiB, no GPU), every accelerator "
               f"emulated; each column from its own folder, recorded on its own day (machines of this kind differ "
               f"up to 2x in per-core speed: docs/capacity.md). n = {'/'.join(map(str, n_sec))} runs per time, "
-              f"{'/'.join(map(str, n_au))} per AU (`{PAPER2016}`, `{H100}`); feeds: the largest N whose median "
-              f"group AU >= 0.90 with N + 1 run and failed, \">=\" where N + 1 was not reached (`{CAPACITY}`; "
+              f"{'/'.join(map(str, n_au))} per AU (`{PAPER2016}`, `{H100}`); feeds: the largest N at which every "
+              f"solver finished and the median group AU >= 0.90, with N + 1 run and failed, \">=\" where N + 1 was not reached (`{CAPACITY}`; "
               "ImageNet with 1 GiB of memory + 800 MiB per further solver). Stock solvers, except ImageNet: "
               f"{iterations('imagenet') or 'stock'} iterations, a few passes over a 12,800-image stand-in. The "
               "paper's own seconds in parentheses where its text states them (Titan X, 2016)."]

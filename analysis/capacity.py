@@ -98,17 +98,32 @@ def curve_of(r):
     return r.dataset, setup_of(r), r.backend, r.cache
 
 
-def curves(records):
-    """{(dataset, setup, backend, cache): {N: [group AU of each run]}}, setup without the
-    number of solvers."""
+def _cells(records):
+    """{(dataset, setup, backend, cache, N): its records}."""
     cells = {}
     for r in records:
         cells.setdefault(curve_of(r) + (solvers(r),), []).append(r)
+    return cells
+
+
+def curves(records):
+    """{(dataset, setup, backend, cache): {N: [group AU of each run]}}, setup without the
+    number of solvers."""
     found = {}
-    for key, rs in cells.items():
+    for key, rs in _cells(records).items():
         aus = sorted(au for au, _ in group_aus(rs).values())
         if aus:
             found.setdefault(key[:4], {})[key[4]] = aus
+    return found
+
+
+def lost(records):
+    """{curve: the Ns at which a run lost a solver (killed, failed)}. MLPerf Storage's rule:
+    every accelerator finishes its run, so no such N holds, whatever its group AU."""
+    found = {}
+    for key, rs in _cells(records).items():
+        if any(failed for _, failed in group_aus(rs).values()):
+            found.setdefault(key[:4], set()).add(key[4])
     return found
 
 
@@ -152,20 +167,35 @@ def failure_causes(records, results):
     return [f"{n} x {cause}" for cause, n in causes.most_common()]
 
 
-def largest_n(by_n):
-    """(N, its runs, N + 1's runs or None): the largest N measured with median >= 0.90 below
-    which every measured N also held; (0, None, N = 1's runs) when one solver already fails."""
+def largest_n(by_n, lost_at=frozenset()):
+    """(N, its runs, N + 1's runs or None): the largest N measured whose median group AU is
+    >= 0.90 and at which no run lost a solver (lost_at), below which every measured N also
+    held; (0, None, N = 1's runs) when one solver already fails."""
     held = 0
     for n in sorted(by_n):
-        if statistics.median(by_n[n]) < THRESHOLD:
+        if statistics.median(by_n[n]) < THRESHOLD or n in lost_at:
             break
         held = n
     return held, by_n.get(held), by_n.get(held + 1)
 
 
-def bracketed(by_n):
-    """Whether the answer is known: N + 1 was run (and failed the threshold)."""
-    return largest_n(by_n)[2] is not None
+def first_failed(by_n, lost_at=frozenset()):
+    """The smallest N measured above the answer (the N that failed), or None."""
+    held = largest_n(by_n, lost_at)[0]
+    return min((n for n in by_n if n > held), default=None)
+
+
+def stopped_words(records, curve, by_n, lost_at, results=None):
+    """"stopped by" for a curve: what ran out at the N that failed, or "-" when none failed."""
+    failed = first_failed(by_n, lost_at)
+    if failed is None:
+        return "-"
+    return f"{stopped_by([r for r in records if curve_of(r) == curve and solvers(r) == failed], results)} at {failed}"
+
+
+def bracketed(by_n, lost_at=frozenset()):
+    """Whether the answer is known: N + 1 was run (and failed)."""
+    return largest_n(by_n, lost_at)[2] is not None
 
 
 def data_path_cpu(r):
@@ -183,14 +213,20 @@ def prefetch_cpu(r):
     return ((r.process or {}).get("thread_cpu_seconds") or {}).get(proctrack.PREFETCH)
 
 
+def trained_iterations(r):
+    """The iterations a finished run trained: its max_iter (the last one Caffe logs can be
+    earlier: ImageNet's solver logs every 20, 140 of 150)."""
+    return r.iterations_setting or datasets.get(r.dataset).model.solver.max_iter
+
+
 def images_per_core_second(records, cpu=data_path_cpu):
     """Train images delivered per CPU second (of the data path, unless `cpu` says which threads),
     over the records."""
     images = seconds = 0.0
     for r in records:
         used = cpu(r)
-        if r.ok and used and r.iterations:
-            images += r.iterations * datasets.get(r.dataset).model.batch
+        if r.ok and used:
+            images += trained_iterations(r) * datasets.get(r.dataset).model.batch
             seconds += used
     return images / seconds if seconds else None
 
@@ -216,6 +252,87 @@ def cpu_allows(records):
     return (cores * images_per_core_second(records) / needed if share >= 1 else 0.0), share
 
 
+THREAD_BUSY = 0.85  # one thread busy this share of the solver's time has run out (Record.what_limited's)
+CORES_BUSY = 0.85   # the group's cores busy this share of the run (start-up included) have run out
+
+
+def stopped_by(records, results=None):
+    """What ran out at the N that failed (records: that N's runs), with the figure that shows
+    it, in a few words: the first that applies of solvers lost (a lock, memory), one thread
+    saturated (Caffe's prefetch thread; the solver thread where the layer reads on it), all the
+    group's cores busy, the storage (reads at the cgroup's IOPS limit, or the device busy), the
+    servers (a Redis node's CPU); else "not found" with the figures."""
+    if not records:
+        return "not found (no runs)"
+    ok = [r for r in records if r.ok]
+    if len(ok) < len(records):
+        causes = failure_causes(records, results) if results else []
+        refused = sum(int(c.split(" x ")[0]) for c in causes if "Failed to open leveldb" in c)
+        killed = sum(1 for r in records if r.returncode == -signal.SIGKILL)
+        if refused:
+            return f"a lock (LevelDB's: {refused} of {len(records)} solvers refused)"
+        if killed:
+            return f"memory (OOM killer: {killed} of {len(records)} solvers)"
+        return f"solvers failed ({'; '.join(causes) or failed_solvers(records)})"
+    layer = backends.get(ok[0].backend).layer
+    on_solver = layer in ("HDF5Data", "MemoryData")
+    thread = _median_of(_solver_share(r) if on_solver else r.prefetch_share() for r in ok)
+    cores = _median_of(_group_cpu(r) for r in ok)
+    at_limit = _median_of(_reads_at_limit(r) for r in ok)
+    busy = _median_of((r.monitor or {}).get("device_busy_mean") for r in ok)
+    servers = _median_of(_busiest_server(r) for r in ok)
+    if thread is not None and thread >= THREAD_BUSY:
+        return f"one thread ({'solver thread, ' + layer if on_solver else 'prefetch'} {min(thread, 1):.0%})"
+    if cores is not None and cores >= CORES_BUSY:
+        return f"all cores ({cores:.0%})"
+    if at_limit is not None and at_limit >= 0.90:
+        return f"storage (IOPS limit, {at_limit:.0%})"
+    if busy is not None and busy >= 0.90:
+        return f"storage (device {busy:.0%} busy)"
+    if servers is not None and servers >= THREAD_BUSY:
+        return f"the servers (a Redis node {servers:.0%})"
+    if on_solver and (ok[0].compute or {}).get("host_copy_latency_us"):
+        return f"host-device copies ({layer}'s, per row, emulated)"
+    figures = ", ".join(f"{name} {value:.0%}" for name, value in
+                        (("thread", thread), ("cores", cores), ("device", busy), ("server", servers))
+                        if value is not None)
+    return f"not found ({figures or 'no figures'})"
+
+
+def _solver_share(r):
+    seconds = ((r.process or {}).get("thread_cpu_seconds") or {}).get(proctrack.SOLVER)
+    return seconds / r.solver_seconds if seconds is not None and r.solver_seconds else None
+
+
+def _median_of(values):
+    found = [v for v in values if v is not None]
+    return statistics.median(found) if found else None
+
+
+def _group_cpu(r):
+    """The share of the group's cores busy (user + system) during the run: the host's, scaled
+    to a cpuset limit."""
+    m = r.monitor or {}
+    if m.get("cpu_user_mean") is None:
+        return None
+    host = (m["cpu_user_mean"] + m.get("cpu_system_mean", 0)) / 100
+    cores, allowed = (r.environment or {}).get("cpu_cores"), (r.limits or {}).get("cpus")
+    return min(1.0, host * cores / allowed) if cores and allowed and allowed < cores else host
+
+
+def _reads_at_limit(r):
+    """The group's reads per second over its cgroup's read IOPS limit (None without one)."""
+    limits = r.limits or {}
+    paced, riops = (limits.get("throttled_reads") or {}).get("read_ios"), limits.get("riops")
+    return paced / r.wall_seconds / riops if paced and riops and r.wall_seconds else None
+
+
+def _busiest_server(r):
+    servers = ((r.location or {}).get("servers") or {}).values()
+    used = [s["cpu_seconds"] for s in servers if s]
+    return max(used) / r.wall_seconds if used and r.wall_seconds else None
+
+
 def probe_note(records):
     """Where a curve's runs carry CPU probes (monitor/cpu_probe.py) further apart than one host's
     noise allows, they may come from hosts of different speed: say so, with the spread."""
@@ -227,33 +344,36 @@ def probe_note(records):
 
 def table(records):
     rows = ["| dataset | setup | backend | cache | largest N at AU >= 0.90 | its group AU (median, n) | "
-            "N + 1 (median, n) | Ns measured | images/s per core | N the data path's CPU allows | failures |",
-            "|---|---|---|---|---|---|---|---|---|---|---|"]
-    for (dataset, setup, backend, cache), by_n in sorted(curves(records).items(), key=_order):
-        n, at, above = largest_n(by_n)
-        mine = [r for r in records if curve_of(r) == (dataset, setup, backend, cache)]
+            "N + 1 (median, n) | Ns measured | images/s per core | N the data path's CPU allows | failures | stopped by |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    lost_at = lost(records)
+    for key, by_n in sorted(curves(records).items(), key=_order):
+        dataset, setup, backend, cache = key
+        n, at, above = largest_n(by_n, lost_at.get(key, ()))
+        mine = [r for r in records if curve_of(r) == key]
         rate = images_per_core_second(mine)
         rows.append(f"| {dataset} | {' / '.join(setup)} | {backend} | {cache} | "
-                    f"{n}{'' if bracketed(by_n) else ' (not bracketed)'} | {_cell(at)} | {_cell(above)} | "
+                    f"{n}{'' if bracketed(by_n, lost_at.get(key, ())) else ' (not bracketed)'} | {_cell(at)} | "
+                    f"{_cell(above)} | "
                     f"{', '.join(map(str, sorted(by_n)))} | {f'{rate:,.0f}' if rate else '-'} | {_allows(mine)} |"
                     + (f" {failed_solvers(mine)} solvers failed" if failed_solvers(mine) else " -")
-                    + f"{probe_note(mine)} |")
+                    + f"{probe_note(mine)} | {stopped_words(mine, key, by_n, lost_at.get(key, ()))} |")
     return "\n".join(rows) + "\n"
 
 
 def compact(records, results=None):
     """Per dataset and setup, one row per backend: the largest N warm and cold with the median
     group AU at N and at N + 1 (runs), and images/s per core (README)."""
-    found = curves(records)
+    found, lost_at = curves(records), lost(records)
     out = []
     for dataset, setup in sorted({(k[0], k[1]) for k in found}):
         n_runs = sorted({len(v) for k, by_n in found.items() if k[:2] == (dataset, setup) for v in by_n.values()})
         out += [f"{datasets.get(dataset).label} on {' / '.join(setup)}; n = {n_runs[0]}..{n_runs[-1]} runs per N:", "",
                 "| backend | warm: largest N | AU at N / N + 1 | cold: largest N | AU at N / N + 1 | images/s per core (warm, cold) "
-                "| N the data path's CPU allows (warm, cold) |",
-                "|---|---|---|---|---|---|---|"]
+                "| N the data path's CPU allows (warm, cold) | stopped by (warm; cold) |",
+                "|---|---|---|---|---|---|---|---|"]
         for backend in backends.REGISTRY:
-            cells, rates, allows = [], [], []
+            cells, rates, allows, stops = [], [], [], []
             for cache in ("warm", "cold"):
                 by_n = found.get((dataset, setup, backend, cache))
                 mine = [r for r in records if curve_of(r) == (dataset, setup, backend, cache)]
@@ -263,17 +383,29 @@ def compact(records, results=None):
                 if not by_n:
                     cells += ["-", "-"]
                     continue
-                n, at, above = largest_n(by_n)
-                failed = "; ".join(failure_causes(mine, results)) if results else failed_solvers(mine)
-                cells += [(f"**{n}**" if bracketed(by_n) else f">= {n} (the largest N run)")
-                          + (f" (solvers failed: {failed})" if failed else "") + probe_note(mine),
+                lost_here = lost_at.get((dataset, setup, backend, cache), set())
+                stops.append(stopped_words(mine, (dataset, setup, backend, cache), by_n, lost_here, results))
+                n, at, above = largest_n(by_n, lost_here)
+                cells += [(f"**{n}**" if bracketed(by_n, lost_here) else
+                           f">= {n} (the largest N run)" if n == max(by_n) else f">= {n} ({n + 1} not run)")
+                          + _lost_words(n + 1, lost_here, [r for r in mine if solvers(r) == n + 1], results)
+                          + probe_note(mine),
                           f"{_median(at)} / {_median(above)}"]
             if any(c != "-" for c in cells):
-                out.append(f"| {backend} | {' | '.join(cells)} | {', '.join(rates)} | {', '.join(allows)} |")
+                out.append(f"| {backend} | {' | '.join(cells)} | {', '.join(rates)} | {', '.join(allows)} | "
+                           f"{'; '.join(stops) or '-'} |")
         out.append("")
         if (dataset, setup) == max(k[:2] for k in found if k[0] == dataset):  # under its last table
             out += _cannot_hold(dataset, {k[2] for k in found if k[0] == dataset})
     return "\n".join(out)
+
+
+def _lost_words(n, lost_here, records, results):
+    """Why N did not hold when a run lost solvers there: how many, and the causes."""
+    if n not in lost_here:
+        return ""
+    why = "; ".join(failure_causes(records, results)) if results else f"{failed_solvers(records)} failed"
+    return f" (at {n}: {why})"
 
 
 def _cannot_hold(dataset, swept):

@@ -6,7 +6,8 @@ N solvers train at once on the same artifact (run.py --concurrent N), each with 
 emulated accelerator; the host holds at N when the group's accelerator utilisation is at
 least 0.90. The group's AU is the mean of its solvers' AU (MLPerf Storage's AU of a client: the
 accelerators' compute time over the run's time, all accelerators together). The sweep doubles
-N from 1 until the group falls below 0.90, bisects, then repeats the runs at the answer N and
+N from 1 until the group falls below 0.90 or loses a solver (MLPerf Storage's rule: every
+accelerator finishes its run; a solver killed, by the OOM killer say, fails its N), bisects, then repeats the runs at the answer N and
 at N + 1 until each has --confirm runs and the answer holds on their medians. When N + 1 holds
 after all (one low run had stopped the doubling), the search goes on above it the same way:
 N + 2, N + 3, N + 5, ... then bisecting; when N fails after all, it bisects again below N. A backend whose runs run.py refuses (Redis under disk
@@ -48,6 +49,7 @@ class Sweep:
         self.run_args, self.log = run_args, log
         self.backend, self.cache = run_args[1], run_args[2]
         self.seen = {}  # N: sorted group AUs
+        self.lost = set()  # the Ns at which a run lost a solver: none of them holds
 
     def aus_at(self, n, runs):
         """At least `runs` group AUs at N (running those not yet recorded)."""
@@ -65,16 +67,18 @@ class Sweep:
         aus = sorted(au for au, _ in groups)
         failed = sum(f for _, f in groups)
         self.seen[n] = aus
+        if failed:
+            self.lost.add(n)
         self.log(f"  N = {n:3d}: group AU {', '.join(f'{a:.3f}' for a in aus)} "
                  f"(median {statistics.median(aus):.3f}, n = {len(aus)})"
-                 + (f"; {failed} solvers failed (counted AU 0; their logs say why)" if failed else ""))
+                 + (f"; {failed} solvers failed: N = {n} does not hold (their logs say why)" if failed else ""))
         return aus
 
     def holds(self, n, runs=1):
-        return n == 0 or statistics.median(self.aus_at(n, runs)) >= THRESHOLD
+        return n == 0 or (statistics.median(self.aus_at(n, runs)) >= THRESHOLD and n not in self.lost)
 
     def largest_n(self, max_n, confirm):
-        """The largest N whose median group AU is >= 0.90 with N + 1's below, both on
+        """The largest N that holds (no solver lost, median group AU >= 0.90) with N + 1 failing, both on
         `confirm` runs; max_n (confirmed) when even that holds."""
         held, failed = self._gallop(0, max_n)
         while True:
@@ -90,8 +94,8 @@ class Sweep:
 
     def _below(self, n):
         """The largest N under n that held on the runs so far (0 when none did)."""
-        return max((m for m, aus in self.seen.items() if m < n and statistics.median(aus) >= THRESHOLD),
-                   default=0)
+        return max((m for m, aus in self.seen.items()
+                    if m < n and statistics.median(aus) >= THRESHOLD and m not in self.lost), default=0)
 
     def _gallop(self, base, max_n):
         """Tries base + 1, + 2, + 4, ... (no more than max_n) until one fails: (the last N that

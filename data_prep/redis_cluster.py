@@ -40,6 +40,7 @@ import psutil
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+import toolchain  # noqa: E402
 from data_prep.errors import SourceError  # noqa: E402
 from data_prep.options import parse_ms  # noqa: E402
 
@@ -58,12 +59,24 @@ class ClusterError(SourceError):
     pass
 
 
+_MADE_HERE = []  # [the password] once this process made one
+
+
 def password():
     """The cluster's password: the environment's, or one made now for this process and its
     children (Caffe reads it from the same variable)."""
     if not os.environ.get(PASSWORD_ENV):
         os.environ[PASSWORD_ENV] = secrets.token_hex(16)
+        _MADE_HERE.append(os.environ[PASSWORD_ENV])
     return os.environ[PASSWORD_ENV]
+
+
+def _process_id(pid):
+    """(pid, start time) of a live process: the same pair later means the same process."""
+    try:
+        return [pid, psutil.Process(pid).create_time()]
+    except psutil.Error:
+        return None
 
 
 def _holder(port):
@@ -84,6 +97,9 @@ class Cluster:
     shape is kept in the cluster's folder (shape.json) once it has been formed, so that every
     later Cluster of that folder has it: a Cluster of another shape there is refused."""
     SHAPE = "shape.json"
+    # who started the running servers with a password made for that process alone (it dies
+    # with it): when that process is gone, no one can stop them by their password
+    OWNER = "owner.json"
 
     DELAY_LEGS = {  # where the delay proxy puts an emulated round trip: (requests', replies') share
         "requests": (1.0, 0.0),  # the default: what a client host meets on a real network (delay_proxy.c)
@@ -137,22 +153,37 @@ class Cluster:
         return f"redis://{seeds}/{prefix}"
 
     # --- processes ---------------------------------------------------------------
-    def _pid(self, pidfile, name):
+    def _pid(self, pidfile, ours):
+        """The pid in `pidfile` if that process is ours: alive, this user's, and `ours(process)`
+        (a pid file outlives its process, and its number may be taken by another)."""
         try:
             pid = int(Path(pidfile).read_text().split()[0])
-            with open(f"/proc/{pid}/comm") as f:  # a killed node of ours lingers as a zombie
-                return pid if f.read().strip().startswith(name) and not _zombie(pid) else None
-        except (OSError, ValueError, IndexError):
+            proc = psutil.Process(pid)
+            if _zombie(pid) or proc.uids().real != os.getuid() or not ours(proc):  # a killed node lingers as a zombie
+                return None
+            return pid
+        except (OSError, ValueError, IndexError, psutil.Error):
             return None
 
     def server_pids(self):
-        return [self._pid(self.node_dir(i) / "redis.pid", "redis-server") for i in range(len(self.node_ports()))]
+        return [self._pid(self.node_dir(i) / "redis.pid",
+                          lambda p, d=self.node_dir(i): p.name() == "redis-server" and Path(p.cwd()) == d)
+                for i in range(len(self.node_ports()))]
 
     def proxy_pid(self):
-        return self._pid(self.root / "proxy.pid", "delay_proxy")
+        return self._pid(self.root / "proxy.pid",
+                         lambda p: p.cmdline()[:1] == [str(toolchain.DELAY_PROXY)])
+
+    def proxy_source(self):
+        """The source digest of the running proxy's build (the second word of proxy.pid)."""
+        try:
+            return (self.root / "proxy.pid").read_text().split()[1] if self.proxy_pid() else None
+        except (OSError, IndexError):
+            return None
 
     def keeper_pid(self):
-        return self._pid(self.root / "keeper.pid", "python")
+        return self._pid(self.root / "keeper.pid",
+                         lambda p: p.cmdline()[1:4] == ["-m", "data_prep.redis_keeper", str(self.root)])
 
     def running(self):
         return all(self.server_pids())
@@ -189,6 +220,11 @@ class Cluster:
         want = self.delays_for(rtt_ms)
         if self.running() and self.io_threads not in (None, self.running_io_threads()):
             self.stop()  # a node's io-threads is fixed at its start
+        if self.running() and self._orphaned() and self._password_refused():
+            print(f"stopping the Redis cluster under {self.root}: the process that started it (pid "
+                  f"{self._owner()[0]}) exited without stopping it, and the password it made went with it",
+                  file=sys.stderr)
+            self.stop()
         if self.running():
             self._check_password()
             if not keep_reach:
@@ -200,6 +236,7 @@ class Cluster:
             raise ClusterError("redis-server not found: apt-get install redis-server redis-tools")
         self.root.mkdir(parents=True, exist_ok=True)
         self._check_ports_free()
+        self._keep_owner()
         for i, port in enumerate(self.node_ports()):
             self._start_node(i, port)
         try:
@@ -214,12 +251,33 @@ class Cluster:
             raise
         return True
 
+    def _keep_owner(self):
+        """Notes this process as the servers' owner when their password is one it made."""
+        path = self.root / self.OWNER
+        if password() in _MADE_HERE:
+            tmp = path.with_suffix(".partial")
+            tmp.write_text(json.dumps(_process_id(os.getpid())) + "\n")
+            tmp.replace(path)
+        else:
+            path.unlink(missing_ok=True)
+
+    def _owner(self):
+        try:
+            return json.loads((self.root / self.OWNER).read_text())
+        except (OSError, ValueError):
+            return None
+
+    def _orphaned(self):
+        """The running servers' password was made by a process that has exited."""
+        owner = self._owner()
+        return bool(owner) and owner != _process_id(owner[0])
+
     def _reach(self, delays, timeout):
         """Clients of the running cluster reach it directly (None) or through the proxy at
         `delays` (requests', replies' in ms): the nodes announce the ports (CONFIG SET,
         gossiped in well under a second), the proxy is started, changed or stopped."""
-        if delays == self.proxy_delays():
-            return
+        if delays == self.proxy_delays() and (delays is None or self.proxy_source() == toolchain.delay_proxy_source()):
+            return  # kept only when it is today's build: records name the build their delay ran through
         announced = self.node_ports() if delays is None else self.proxy_ports()
         if delays is not None:
             self._start_proxy(delays)
@@ -322,11 +380,17 @@ class Cluster:
         """A client per node, on the node's own port."""
         return [self._client(p) for p in self.node_ports()]
 
-    def _check_password(self):
+    def _password_refused(self):
         import redis
         try:
             self._client(self.port).ping()
+            return None
         except redis.AuthenticationError as e:
+            return e
+
+    def _check_password(self):
+        e = self._password_refused()
+        if e:
             raise ClusterError(f"the cluster at 127.0.0.1:{self.port} refuses this password ({e}): set "
                                f"{PASSWORD_ENV} to the one it was started with, or stop it "
                                f"(python -m data_prep.redis_cluster stop)") from None
@@ -483,7 +547,6 @@ class Cluster:
 
     def _start_proxy(self, delays):
         self._stop_pid(self.proxy_pid())
-        import toolchain
         maps = [f"{p}:{n}" for p, n in zip(self.proxy_ports(), self.node_ports())]
         log = self.root / "proxy.log"
         requests, replies = (f"{d:g}" for d in delays)
@@ -494,7 +557,7 @@ class Cluster:
         if proc.stdout.readline().strip() != b"ready":
             proc.wait()
             raise ClusterError(f"delay proxy failed: {log.read_text(errors='replace').strip()}")
-        (self.root / "proxy.pid").write_text(f"{proc.pid}\n")
+        (self.root / "proxy.pid").write_text(f"{proc.pid} {toolchain.delay_proxy_source()}\n")
 
     @staticmethod
     def _stop_pid(pid, timeout=10):
@@ -502,7 +565,7 @@ class Cluster:
             return
         try:
             os.kill(pid, signal.SIGTERM)
-        except ProcessLookupError:
+        except (ProcessLookupError, PermissionError):  # gone, or (its number reused) not ours
             return
         deadline = time.time() + timeout
         while time.time() < deadline:
@@ -513,7 +576,10 @@ class Cluster:
             if not Path(f"/proc/{pid}").exists() or _zombie(pid):
                 return
             time.sleep(0.02)
-        os.kill(pid, signal.SIGKILL)
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
 
     def stop(self):
         """Stop the keeper, the proxy and every node (no save: see the module's docstring)."""
@@ -599,14 +665,22 @@ class Cluster:
         return out
 
     def describe(self):
-        import toolchain
         delays = self.proxy_delays()
         return {"nodes": self.count, "ports": self.node_ports(), "replicas": self.replicas,
                 "io_threads": self.running_io_threads() if self.running() else self.io_threads,
                 "rtt_ms_asked": None if delays is None else sum(delays),  # None: no proxy, direct
                 "delay_ms_requests_replies": delays,
-                "delay_proxy_source": None if delays is None else toolchain.delay_proxy_source(),
+                "delay_proxy_source": None if delays is None else self.proxy_source(),
+                # memory the proxy holds outside the run's cgroup, at most since it started
+                "delay_proxy_peak_rss_bytes": None if delays is None else self.proxy_peak_rss(),
                 "rtt_ms_measured": self.rtt_ms() if self.running() else None, "bandwidth_limit": None}
+
+    def proxy_peak_rss(self):
+        try:
+            status = Path(f"/proc/{self.proxy_pid()}/status").read_text()
+            return int(re.search(r"^VmHWM:\s+(\d+) kB", status, re.M).group(1)) * 1024
+        except (OSError, AttributeError):
+            return None
 
 
 def _zombie(pid):

@@ -203,6 +203,15 @@ def _create_v2(limits, name, device):
     path = parent / name
     path.mkdir()
     group = Group([path], "v2")
+    try:
+        _limit_v2(group, path, limits, device)
+    except OSError:
+        group.remove()  # nothing half made is left behind
+        raise
+    return group
+
+
+def _limit_v2(group, path, limits, device):
     if limits.mem_bytes:
         _write(path / "memory.max", limits.mem_bytes, group)
         if (path / "memory.swap.max").exists():
@@ -213,7 +222,6 @@ def _create_v2(limits, name, device):
         parts = [device] + ([f"riops={limits.riops}"] if limits.riops else []) + \
             ([f"rbps={limits.rbps}"] if limits.rbps else [])
         group.read_limits.append((path / "io.max", " ".join(parts)))
-    return group
 
 
 def _create_v1(limits, name, device):
@@ -252,6 +260,24 @@ def _make_v1(group, controller, limits, name, device):
 
 def _cpu_list(cpus):
     return f"0-{min(cpus, os.cpu_count()) - 1}"
+
+
+def remove_abandoned():
+    """Removes this project's cgroups that no process is in (left by a run that was killed
+    before it could remove them); returns their paths. Does nothing without the right to."""
+    v = version()
+    parents = ([CGROUP_ROOT / "imgstore"] if v == "v2" else
+               [CGROUP_ROOT / c / "imgstore" for c in ("memory", "cpuset", "blkio")] if v == "v1" else [])
+    removed = []
+    for parent in parents:
+        for path in sorted(p for p in parent.glob("*") if p.is_dir()) if parent.is_dir() else []:
+            try:
+                if not (path / "cgroup.procs").read_text().strip():
+                    path.rmdir()
+                    removed.append(path)
+            except OSError:
+                pass  # a group in use, or no right to remove it: left as it is
+    return removed
 
 
 def version():

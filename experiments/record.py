@@ -128,6 +128,11 @@ class Record:
             return f"the servers' replies (the prefetch thread busy {prefetch:.0%}; the rest waiting on the network)"
         return f"not the data path's CPU (the prefetch thread busy {prefetch:.0%}): waiting on the data"
 
+    def prefetch_share(self):
+        """The prefetch thread's CPU over the solver's time: 1.0, one core, is all it can have."""
+        seconds = ((self.process or {}).get("thread_cpu_seconds") or {}).get(proctrack.PREFETCH)
+        return seconds / self.solver_seconds if seconds is not None and self.solver_seconds else None
+
     def data_over_cache_room(self):
         """How many times the training data exceeds what could cache it (MLPerf Storage asks >= 5)."""
         room, data = self.cache_room_bytes(), (self.train_footprint or {}).get("allocated_bytes")

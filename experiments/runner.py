@@ -14,6 +14,7 @@ import signal
 import subprocess
 import time
 import uuid
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -25,13 +26,15 @@ from data_prep import backends, cache, datasets, locations
 from data_prep import manifest as manifest_file
 from experiments import accelerators, caffe_log, cgroup
 from experiments.record import Record, append
-from experiments.training import Progress, train_all
+from experiments.training import Progress, child_setup, train_all
 from models.nets import SolverSettings, write_net_files
 from monitor import cpu_probe
 from monitor.summary import summarize as summarize_monitor
 
 ROOT = toolchain.ROOT
-LOCK = Path(os.environ.get("IMGSTORE_LOCK", "/tmp/imgstore-run.lock"))
+# One run at a time per user (runs measure the machine). In the user's own folder: a fixed
+# path in /tmp could be held, or made unwritable, by anyone.
+LOCK = Path(os.environ.get("IMGSTORE_LOCK") or Path.home() / ".cache" / "imgstore" / "run.lock")
 
 
 class RunError(RuntimeError):
@@ -146,14 +149,31 @@ def run(spec, log=print):
 
 def run_group(spec, log=print):
     """Run one cell with spec.concurrent solvers at once; return their Records."""
-    LOCK.parent.mkdir(parents=True, exist_ok=True)
-    with open(LOCK, "w") as lock:
+    with _run_lock(log):
+        return _run_locked(spec, log)
+
+
+@contextmanager
+def _run_lock(log):
+    LOCK.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    try:
+        fd = os.open(LOCK, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    except OSError as e:
+        raise RunError(f"cannot open the run lock {LOCK} ({e.strerror}); IMGSTORE_LOCK names another") from None
+    with os.fdopen(fd, "r+") as lock:
+        if os.fstat(fd).st_uid != os.geteuid():
+            raise RunError(f"the run lock {LOCK} belongs to uid {os.fstat(fd).st_uid}, not this user: "
+                           "remove it, or name another with IMGSTORE_LOCK")
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            log(f"waiting for the run lock {LOCK} (another run is training)...")
+            log(f"waiting for the run lock {LOCK}: another run is training ({lock.read().strip() or 'pid unknown'})...")
             fcntl.flock(lock, fcntl.LOCK_EX)
-        return _run_locked(spec, log)
+        lock.seek(0)
+        lock.truncate()
+        lock.write(f"pid {os.getpid()}, {' '.join(psutil.Process().cmdline())[:200]}\n")
+        lock.flush()
+        yield
 
 
 def _resolve(spec, log, gpu_model=None):
@@ -241,6 +261,8 @@ def _run_locked(spec, log):
     if run.cold:
         log(cold_words(run.cold))
     _write_run_folders(run)
+    for path in cgroup.remove_abandoned():
+        log(f"removed cgroup {path}, left by an earlier run")
     run.location = locations.of(run.backend, run.dest, spec.location_options)
     # limits first: a run refused for them must not have flushed the page cache; the read
     # limits wait until the cache is set (cgroup.Group.limit_reads)
@@ -301,7 +323,7 @@ def _train(run):
     device = location.block_device()
     monitor = subprocess.Popen([str(toolchain.PYTHON), str(ROOT / "monitor" / "sampler.py"), str(monitor_csv),
                                 "--interval", str(spec.monitor_interval)] + (["--device", device] if device else []),
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, preexec_fn=child_setup())
     try:
         commands = [(run.backend.train_command(run_dir / "solver.prototxt", run.dest, run.dataset, spec.gpu), run_dir)
                     for run_dir in run.run_dirs]
@@ -320,8 +342,9 @@ def _train(run):
 
 
 def _remove_leftovers(run, when):
-    for path in run.backend.remove_leftovers(run.dest):
-        run.log(f"removed {path}, left {when}")  # a ring of lmdb_read SHARED, say
+    for backend in backends.REGISTRY.values():  # whatever ran before: a ring keeps memory from the cache
+        for path in backend.remove_leftovers():
+            run.log(f"removed {path}, left {when}")  # a ring of lmdb_read SHARED, say
 
 
 def _rounded(value, digits):
@@ -329,8 +352,7 @@ def _rounded(value, digits):
 
 
 def _warm_program(cmd, env, group):
-    p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600,
-                       preexec_fn=group.enter if group else None)
+    p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600, preexec_fn=child_setup(group))
     if p.returncode != 0:
         raise RunError(f"loading the training program to warm it failed ({' '.join(cmd)}): "
                        f"{p.stderr.strip()[-500:]}")

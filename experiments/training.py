@@ -1,10 +1,38 @@
 """The training processes of a run: started in the run's cgroup, watched (their threads'
-CPU, their reads at each phase the log shows) until they exit, with a progress line."""
+CPU, their reads at each phase the log shows) until they exit, with a progress line. They
+die with the process that started them (a killed run.py leaves none training), and a run whose
+processes all make no progress (no log line, no CPU) for STALL_SECONDS is stopped."""
+import ctypes
+import os
+import signal
 import subprocess
 import sys
 import time
 
 from experiments import caffe_log, proctrack
+
+# A stopped or deadlocked solver shows neither; a cold test pass, which logs nothing for
+# minutes, still uses CPU for every record it reads.
+STALL_SECONDS = float(os.environ.get("IMGSTORE_STALL_SECONDS", "600"))
+PR_SET_PDEATHSIG = 1
+
+
+class Stalled(RuntimeError):
+    pass
+
+
+def child_setup(group=None):
+    """A preexec_fn: the child gets SIGKILL when the thread that started it exits (so a
+    run.py killed with SIGKILL leaves nothing training), then enters `group` (a cgroup)."""
+    parent = os.getpid()
+
+    def setup():
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        if os.getppid() != parent:  # the parent died before the line above
+            os._exit(1)
+        if group:
+            group.enter()
+    return setup
 
 
 class Training:
@@ -14,11 +42,12 @@ class Training:
         self.cmd, self.run_dir, self.started = cmd, run_dir, time.time()
         self.log = open(run_dir / "caffe.log", "w")
         self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT, cwd=run_dir, env=env,
-                                     preexec_fn=group.enter if group else None)
+                                     preexec_fn=child_setup(group))
         self.tracker = proctrack.Tracker(self.proc.pid)
         self.process, self.returncode, self.wall = {}, None, None
         self.reads_at = {}  # phase -> the process's read bytes when its log first showed it (caffe_log.phases_begun)
         self._log_read_to = 0
+        self._progress_mark, self.progress_at = None, time.time()
 
     def finished(self, timeout):
         """Samples its threads; True once it has exited (then its counters are read, it is reaped)."""
@@ -33,6 +62,20 @@ class Training:
         self.wall = self.tracker.ended_at - self.started
         self.log.close()
         return True
+
+    def note_progress(self):
+        """Notes when its log or its CPU time last changed (the stall limit's clock)."""
+        try:
+            mark = ((self.run_dir / "caffe.log").stat().st_size, sum(self.proc_cpu_seconds()))
+        except OSError:
+            return
+        if mark != self._progress_mark:
+            self._progress_mark, self.progress_at = mark, time.time()
+
+    def proc_cpu_seconds(self):
+        with open(f"/proc/{self.proc.pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return int(fields[11]), int(fields[12])
 
     def _mark_phases(self):
         if "training" in self.reads_at:
@@ -63,21 +106,36 @@ class Training:
         self.log.close()
 
 
-def train_all(commands, env, group, progress):
+def train_all(commands, env, group, progress, stall_seconds=None):
     """Start one Training per (command, run folder) at once and watch them until all exit.
-    Ctrl-C or a kill stops every one: no orphan is left."""
+    Ctrl-C, a kill or a stall (no log line and no CPU in any of them for stall_seconds)
+    stops every one: no orphan is left."""
+    stall_seconds = stall_seconds or STALL_SECONDS
     trainings = []
     try:
         for cmd, run_dir in commands:
             trainings.append(Training(cmd, run_dir, env, group))
         while not all([t.finished(0.5 / len(trainings)) for t in trainings]):  # a list: every one is looked at
             progress.show()
+            _check_stall([t for t in trainings if t.returncode is None], stall_seconds)
         progress.done()
     except BaseException:
         for t in trainings:
             t.kill()
         raise
     return trainings
+
+
+def _check_stall(running, stall_seconds):
+    if not running:
+        return
+    for t in running:
+        t.note_progress()
+    quiet = time.time() - max(t.progress_at for t in running)
+    if quiet >= stall_seconds:
+        raise Stalled(f"no training process wrote a log line or used CPU for {quiet:.0f} s (stopped or "
+                      f"deadlocked?): stopped them all; logs: {', '.join(str(t.run_dir / 'caffe.log') for t in running)}"
+                      f" (IMGSTORE_STALL_SECONDS sets the limit, {stall_seconds:g} s)")
 
 
 class Progress:

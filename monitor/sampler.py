@@ -19,7 +19,8 @@ import time
 import psutil
 
 FIELDS = ["t", "cpu_user", "cpu_system", "cpu_iowait", "cpu_idle", "mem_used_bytes",
-          "mem_cached_bytes", "read_bytes", "read_requests", "net_recv_bytes", "gpu_util", "gpu_mem_used_bytes"]
+          "mem_cached_bytes", "read_bytes", "read_requests", "net_recv_bytes", "device_busy", "gpu_util",
+          "gpu_mem_used_bytes"]
 
 
 class Gpu:
@@ -41,11 +42,16 @@ class Gpu:
 
 
 def disk_reads(device):
+    """(bytes read, reads, ms the device was busy: /proc/diskstats' io_ticks) of `device`, or
+    of all disks (busy: the busiest one's)."""
     counters = psutil.disk_io_counters(perdisk=True) or {}
     c = counters.get(device) if device else None
     if c is None:
         c = psutil.disk_io_counters()
-    return (c.read_bytes, c.read_count) if c else (0, 0)
+        busy = max((getattr(d, "busy_time", 0) for d in counters.values()), default=0)
+    else:
+        busy = getattr(c, "busy_time", 0)
+    return (c.read_bytes, c.read_count, busy) if c else (0, 0, 0)
 
 
 def net_received():
@@ -72,9 +78,10 @@ def run(out, device, interval):
             cpu = psutil.cpu_times_percent(None)
             mem = psutil.virtual_memory()
             reads, net = disk_reads(device), net_received()
+            busy = min(1.0, (reads[2] - last_reads[2]) / (interval * 1000))  # share of the interval
             w.writerow([round(time.time() - start, 3), cpu.user, cpu.system, getattr(cpu, "iowait", 0.0),
                         cpu.idle, mem.used, mem.cached, reads[0] - last_reads[0],
-                        reads[1] - last_reads[1], net - last_net, *gpu.sample()])
+                        reads[1] - last_reads[1], net - last_net, round(busy, 4), *gpu.sample()])
             f.flush()
             last_reads, last_net = reads, net
     end = me.cpu_times()

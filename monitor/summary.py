@@ -7,7 +7,7 @@ from pathlib import Path
 from monitor.sampler import FIELDS
 
 LEVELS = ["cpu_user", "cpu_system", "cpu_iowait", "cpu_idle", "mem_used_bytes", "mem_cached_bytes",
-          "gpu_util", "gpu_mem_used_bytes"]       # each sample a state: mean and peak
+          "device_busy", "gpu_util", "gpu_mem_used_bytes"]       # each sample a state: mean and peak
 COUNTS = ["read_bytes", "read_requests", "net_recv_bytes"]  # each sample what happened since the last: total
 assert set(LEVELS + COUNTS) <= set(FIELDS), "a summarized column the sampler does not write"
 

@@ -7,6 +7,7 @@ import pytest
 
 from analysis import capacity
 from benchmarks import capacity as sweep
+from conftest import ROOT
 from experiments import proctrack
 from experiments.record import recorded
 
@@ -142,3 +143,54 @@ def test_a_curve_whose_hosts_probe_apart_says_it_is_not_one_hosts_answer():
     assert capacity.probe_note(same) == ""
     assert "not one host's answer" in capacity.probe_note(same + [run("slow", 300)])
     assert capacity.probe_note([run("old")]) == ""  # records before the probe: nothing to say
+
+
+def test_an_n_at_which_a_solver_was_killed_does_not_hold_whatever_its_au():
+    """MLPerf Storage's rule: every accelerator finishes its run. At N = 10 one solver was
+    killed and the nine others kept the group's AU at 0.90 (the killed one counted 0): N = 10
+    fails, N = 2 is the answer (10 bracketed it), and the table says why N = 10 failed."""
+    from experiments.record import Record
+
+    def group(n, name, killed=0):
+        return [Record(f"{name}-s{i}", "cifar10", "pymem", "warm", status="failed" if i < killed else "ok",
+                       returncode=-9 if i < killed else 0, au=None if i < killed else 1.0,
+                       compute={"ms_per_iteration": 7.1}, concurrent={"group": name, "solvers": n, "member": i})
+                for i in range(n)]
+    records = group(1, "a") + group(2, "b") + group(10, "c", killed=1)
+    key, by_n = next(iter(capacity.curves(records).items()))
+    assert by_n[10] == [pytest.approx(0.90)] and capacity.largest_n(by_n)[0] == 10  # AU alone: it held
+    lost = capacity.lost(records)
+    assert lost == {key: {10}}
+    assert capacity.largest_n(by_n, lost[key])[0] == 2
+    assert "| pymem | >= 2 (3 not run) |" in capacity.compact(records, ROOT / "no-such-results")
+    records += group(3, "d", killed=0)[:2] + [dataclasses.replace(group(3, "d")[2], au=0.5)]
+    lost = capacity.lost(records)
+    by_n = capacity.curves(records)[key]
+    assert capacity.largest_n(by_n, lost[key])[0] == 2 and capacity.bracketed(by_n, lost[key])
+
+
+def test_the_sweep_counts_an_n_that_lost_a_solver_as_failed():
+    s = sweep.Sweep(["cifar10", "pymem", "warm"], log=lambda m: None)
+    s.seen, s.lost = {1: [0.99], 2: [0.98], 3: [0.95]}, {3}
+    assert s.holds(2) and not s.holds(3)
+    assert s._below(4) == 2
+
+
+@pytest.mark.parametrize("backend, cache, options, stopped", [
+    ("images", "warm", ["--iters", "3000"], "one thread (prefetch"),           # PNG decoding on one thread
+    ("leveldb", "warm", ["--iters", "3000", "--concurrent", "2"], "a lock (LevelDB's: 1 of 2 solvers refused)"),
+    ("lmdb", "warm", ["--iters", "300", "--concurrent", "2", "--mem-limit", "20M"], "memory (OOM killer: "),
+    ("images", "cold", ["--iters", "20", "--riops", "100"], "storage (IOPS limit, "),
+    ("lmdb", "warm", ["--iters", "3000", "--concurrent", "16", "--cpus", "1"], "all cores ("),  # 16 on one core
+], ids=["one-thread", "lock", "memory", "storage", "cores"])
+def test_each_resource_that_can_stop_a_host_is_named_by_a_run_built_to_end_on_it(
+        mnist_small, tmp_path, backend, cache, options, stopped):
+    import subprocess
+    import sys
+    p = subprocess.run([sys.executable, str(ROOT / "experiments" / "run.py"), "mnist", backend, cache,
+                        "--accelerator", "h100", "--data", str(mnist_small.parent), "--out", str(tmp_path),
+                        "--quiet", *options], capture_output=True, text=True)
+    records = recorded(tmp_path, "mnist")
+    assert records, p.stderr[-2000:]
+    assert capacity.stopped_by(records, tmp_path).startswith(stopped), (capacity.stopped_by(records, tmp_path),
+                                                                          p.stderr[-1500:])

@@ -186,8 +186,8 @@ def test_a_ring_too_small_for_a_record_is_an_error_naming_it(databases, tmp_path
     p = subprocess.run([sys.executable, "-c", DRIVER, str(net)], input="1\n", capture_output=True, text=True,
                        timeout=60, env=dict(os.environ, GLOG_minloglevel="0", GLOG_logtostderr="1"))
     assert p.returncode != 0
-    assert re.search(rf"{db}/data.mdb: record 00000000 \(12288\d\d bytes\) does not fit the shared ring "
-                     r"\(lmdb_shared_mb\)", p.stderr), p.stderr[-2000:]
+    assert re.search(rf"{db}/data.mdb: record 00000000 \(12288\d\d bytes\): the shared ring "
+                     r"\(lmdb_shared_mb\) must hold four of the largest record", p.stderr), p.stderr[-2000:]
     left = lmdb_store.shared_rings(db / "data.mdb")
     assert len(left) == 1  # what the runner removes (test_runs_record_the_ring...)
     left[0].unlink()
@@ -201,10 +201,13 @@ def test_runs_record_the_ring_and_remove_rings_left_by_dead_solvers(mnist_small,
     st = train_mdb.stat()
     stale = lmdb_store.SHM / f"caffe-lmdb-shared-{os.getuid()}-{st.st_dev}-{st.st_ino}-{st.st_size}-0.0"
     stale.write_bytes(b"left by a solver that was killed")
+    of_a_replaced_file = lmdb_store.SHM / f"caffe-lmdb-shared-{os.getuid()}-{st.st_dev}-1-1-0.0"
+    of_a_replaced_file.write_bytes(b"left by a solver of a data.mdb since replaced")
     p = run([sys.executable, str(ROOT / "experiments" / "run.py"), "mnist", "lmdb", "cold", "--iters", "200",
          "--accelerator", "5ms", "--lmdb-read", "shared", "--lmdb-shared-mb", "8", "--concurrent", "2",
          "--data", str(mnist_small.parent), "--out", str(tmp_path)])
-    assert f"removed {stale}, left by an earlier run" in p.stdout + p.stderr and not stale.exists()
+    for left in (stale, of_a_replaced_file):
+        assert f"removed {left}, left by an earlier run" in p.stdout + p.stderr and not left.exists()
     records = load([tmp_path / "mnist" / "records.jsonl"])
     assert len(records) == 2 and all(r.ok and r.iterations == 200 for r in records)
     for r in records:

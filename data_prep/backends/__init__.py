@@ -124,10 +124,10 @@ class Backend:
         return {name: declared[name].proto_value(declared[name].value(value))
                 for name, value in (read_options or {}).items()}
 
-    def remove_leftovers(self, dest):
-        """Removes what solvers killed while reading this artifact left outside it (LMDB's
-        shared rings in /dev/shm); returns what it removed. The runner calls it before and
-        after each run, with no other run's solvers alive (it holds the run lock)."""
+    def remove_leftovers(self):
+        """Removes what killed solvers of this backend left outside their artifacts (LMDB's
+        shared rings in /dev/shm that no process holds); returns what it removed. The runner
+        calls it before and after each run."""
         return []
 
     def program_warmup(self):

@@ -6,6 +6,7 @@ import lmdb
 
 from data_prep.backends import Backend, register
 from data_prep.backends import datum
+from data_prep.errors import SourceError
 from data_prep.options import Option
 
 MAP_SIZE = 1 << 40  # address space only: the file grows with the data, as in Caffe's db_lmdb
@@ -58,24 +59,51 @@ class LMDBBackend(datum.DatumBackend, Backend):
     def items(self, path):
         return raw_items(path)
 
-    def remove_leftovers(self, dest):
+    def remove_leftovers(self):
+        """Every ring of this user's in /dev/shm that no process holds (its solvers died, the
+        last before it could remove it), of this artifact's data.mdb or of any other, a file
+        replaced since among them: each would otherwise keep its memory from the page cache."""
         removed = []
-        for mdb in self.files(dest):
-            if mdb.name == "data.mdb":
-                for ring in shared_rings(mdb):
-                    ring.unlink(missing_ok=True)
-                    removed.append(ring)
+        for ring in unused_rings():
+            try:
+                ring.unlink()
+                removed.append(ring)
+            except FileNotFoundError:
+                pass
+            except PermissionError as e:
+                raise SourceError(f"{ring}: a ring left in /dev/shm that this user cannot remove ({e.strerror}; "
+                                  f"owned by uid {ring.stat().st_uid}): remove it as its owner or root") from None
         return removed
 
 
 SHM = Path("/dev/shm")
+RING_PREFIX = "caffe-lmdb-shared-"
 
 
 def shared_rings(data_mdb):
     """The lmdb_read SHARED rings of this data.mdb (caffe/patches/0015 names them after the
     file's device and inode, then its size and mtime)."""
     st = os.stat(data_mdb)
-    return sorted(SHM.glob(f"caffe-lmdb-shared-{os.getuid()}-{st.st_dev}-{st.st_ino}-*"))
+    return sorted(SHM.glob(f"{RING_PREFIX}{os.getuid()}-{st.st_dev}-{st.st_ino}-*"))
+
+
+def unused_rings():
+    """This user's rings that no process holds a lock on: a live solver always holds one (its
+    place among the ring's readers, or, while it makes the ring, the set-up byte)."""
+    locked = locked_inodes()
+    return sorted(ring for ring in SHM.glob(f"{RING_PREFIX}{os.getuid()}-*")
+                  if ring.is_file() and not ring.is_symlink() and ring.stat().st_ino not in locked)
+
+
+def locked_inodes():
+    """The inodes that some process holds a file lock on now (/proc/locks)."""
+    inodes = set()
+    for line in Path("/proc/locks").read_text().splitlines():
+        fields = line.split()
+        where = next((f for f in fields if f.count(":") == 2), None)  # MAJ:MIN:INODE
+        if where:
+            inodes.add(int(where.rsplit(":", 1)[1]))
+    return inodes
 
 
 def raw_items(path):

@@ -61,7 +61,25 @@ def keys_of(c, prefix):
     if listed != count:
         raise SourceError(f"Redis: {index(prefix)} lists {listed} keys but {marker(prefix)} says {count}: the data "
                           "set was changed after it was written (prepare it again with --force)")
+    return keys_of_index(c, prefix)
+
+
+def keys_of_index(c, prefix):
     return [k.decode() for k in c.lrange(index(prefix), 0, -1)]
+
+
+def check_marker(c, prefix, count, fingerprint):
+    """The complete data set under `prefix` is the one a manifest describes: its marker's record
+    count and source fingerprint (written last, by _Writer.finish) are the manifest's."""
+    value = c.get(marker(prefix))
+    if value is None:
+        raise SourceError(f"Redis: no complete data set {prefix} (its marker {marker(prefix)} is missing): "
+                          "prepare it again")
+    held = value.decode().split() if isinstance(value, bytes) else value.split()
+    if held != [str(count), fingerprint or "-"]:
+        raise SourceError(f"Redis: {prefix} holds {held[0]} records of source {held[-1][:16]}, the manifest here "
+                          f"describes {count} of {(fingerprint or '-')[:16]}: the cluster was written by another "
+                          "prepare since; prepare it again (--force)")
 
 
 def delete_prefix(c, prefix):
@@ -150,18 +168,39 @@ class _Writer(datum.BatchWriter):
         self.batch.pipe.rpush(index(self.prefix), *self.batch.keys)
         try:
             self.batch.pipe.execute()
+            self._wait_replicated()
         except redis.RedisError as e:  # full (maxmemory), a node gone: no marker, nothing trusted
             why = str(e).split("caused error: ")[-1]  # not the command, which holds a whole Datum
             raise SourceError(f"Redis cluster under {self.cluster.root}: writing {self.prefix} failed "
                               f"after {self.count} records: {why}") from e
         self.count += len(self.batch.keys)
 
+    def _wait_replicated(self, timeout_ms=10000):
+        """With replicas: every master's writes are on its replicas before the next batch (a
+        failover forced while a write is only on its master would drop it; Redis replicates
+        after it acknowledges)."""
+        if not self.cluster.replicas:
+            return
+        acks = self.client.execute_command("WAIT", self.cluster.replicas, timeout_ms,
+                                           target_nodes=self.client.get_primaries())
+        acks = acks if isinstance(acks, dict) else {"the master": acks}
+        behind = {str(n): a for n, a in acks.items() if a < self.cluster.replicas}
+        if behind:
+            raise SourceError(f"Redis cluster under {self.cluster.root}: writing {self.prefix}, masters "
+                              f"{', '.join(behind)} had their writes on fewer than {self.cluster.replicas} replicas "
+                              f"after {timeout_ms / 1000:g} s; no completion marker written")
+
     def finish(self):
         listed = self.client.llen(index(self.prefix))
-        if listed != self.count:  # e.g. a retried pipeline that appended a batch twice
+        missing = None if listed != self.count else next(
+            (key for key, (there,) in pipelined(self.client, [f"{self.prefix}:{k}" for k in keys_of_index(
+                self.client, self.prefix)], "exists") if not there), None)
+        if listed != self.count or missing:  # a retried pipeline appended twice; a failover lost a write
             self.client.close()
-            raise SourceError(f"Redis cluster under {self.cluster.root}: {index(self.prefix)} lists {listed} keys "
-                              f"after {self.count} records were written; no completion marker written")
+            found = (f"{index(self.prefix)} lists {listed} keys" if listed != self.count else
+                     f"record {missing} is not there (lost in a failover?)")
+            raise SourceError(f"Redis cluster under {self.cluster.root}: {found} after {self.count} records were "
+                              "written; no completion marker written")
         self.client.set(marker(self.prefix), f"{self.count} {self.fingerprint}")
         self.cluster.save()  # what a restart loads: the complete data set
         self.client.close()
@@ -267,8 +306,18 @@ class RedisClusterLocation(locations.Location):
                 for _ in records(self.path, phase):
                     pass
             how = "every record read once over the network"
+        self._check_markers()
         self.usage_before = self.cluster.server_usage()
         return how, 1.0  # the servers hold every record in memory either way
+
+    def _check_markers(self):
+        written = manifest.load(self.path)
+        c = client(self.cluster)
+        try:
+            for phase, split in written.splits.items():
+                check_marker(c, prefix_of(self.path, phase), split.count, written.source_fingerprint)
+        finally:
+            c.close()
 
     def limit_target(self):
         raise locations.LocationError("read IOPS/bandwidth limits apply to a local disk; a Redis Cluster is reached "
