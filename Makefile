@@ -8,8 +8,13 @@ RUN_ARGS ?=
 REDIS_ARGS ?=
 # for make gpu-bundle: the python-include.tgz that device/probe.sh wrote on the GPU machine
 PY_INCLUDE ?=
+# for make capacity: the data, the emulated accelerator, the backends, and more sweep/run.py flags
+DATASET ?= mnist
+ACCEL ?= h100
+CAPACITY_BACKENDS ?= lmdb,images,redis
+CAPACITY_ARGS ?= --iters 1000 --max 48
 
-.PHONY: help setup caffe caffe-gpu caffe-gtest venv data-deps test redis-start redis-stop calibration \
+.PHONY: help setup caffe caffe-gpu caffe-gtest venv data-deps test redis-start redis-stop calibration capacity \
         report docs gpu-bundle gpu-data gpu-calibrate docker-cpu docker-gpu docker-test clean
 
 help:
@@ -18,6 +23,8 @@ help:
 	@echo "                     a GPU on an emulated H100 (RUN_ARGS=\"--accelerator none\": real CPU training)"
 	@echo "make cifar10-all     the same for CIFAR-10;  make imagenet-all: ImageNet (lmdb, leveldb, images)"
 	@echo "make mnist-quick     a smoke run of the matrix: few iterations, one repeat"
+	@echo "make capacity        how many emulated accelerators this host keeps at AU >= 0.90 from LMDB, image files"
+	@echo "                     and Redis, ranked, with what stopped each (DATASET=cifar10 ACCEL=titanx2016 ...)"
 	@echo "make report          figures and tables for every results folder (results/, results/h100/, ...)"
 	@echo "make calibration     the emulated machines' fitted values checked against their named cells, and the"
 	@echo "                     fidelity table (results/calibration/fidelity.md): every real cell and paper finding vs ours"
@@ -78,6 +85,10 @@ report: setup
 	  case $$d in *capacity*) $(PY) analysis/capacity.py $$d >/dev/null && echo "$$d/report (capacity)" ;; \
 	              *) $(PY) analysis/report.py $$d --out $$d/report ;; esac; \
 	done
+
+capacity: setup
+	@$(PY) data_prep/prepare.py $(DATASET) $(CAPACITY_BACKENDS) --quiet
+	@$(PY) benchmarks/capacity.py $(DATASET) $(CAPACITY_BACKENDS) warm --accelerator $(ACCEL) $(CAPACITY_ARGS)
 
 calibration: venv
 	@$(PY) benchmarks/calibration.py fit --check

@@ -277,7 +277,8 @@ def stopped_by(records, results=None):
     layer = backends.get(ok[0].backend).layer
     on_solver = layer in ("HDF5Data", "MemoryData")
     thread = _median_of(_solver_share(r) if on_solver else r.prefetch_share() for r in ok)
-    cores = _median_of(_group_cpu(r) for r in ok)
+    cores = _median_of(max(filter(None, (_group_cpu(rs[0]), _processes_cpu(rs))), default=None)
+                       for rs in _groups(ok).values())
     at_limit = _median_of(_reads_at_limit(r) for r in ok)
     busy = _median_of((r.monitor or {}).get("device_busy_mean") for r in ok)
     servers = _median_of(_busiest_server(r) for r in ok)
@@ -307,6 +308,26 @@ def _solver_share(r):
 def _median_of(values):
     found = [v for v in values if v is not None]
     return statistics.median(found) if found else None
+
+
+def _groups(records):
+    found = {}
+    for r in records:
+        found.setdefault((r.concurrent or {}).get("group", r.run_id), []).append(r)
+    return found
+
+
+def _processes_cpu(group):
+    """The share of the group's cores its solvers' threads (and the Redis servers, on the same
+    host) used over the group's run: the processes' own accounting, where the monitor's 1 Hz
+    mean can miss a short run's busiest seconds."""
+    r = group[0]
+    cores = min(filter(None, ((r.environment or {}).get("cpu_cores"), (r.limits or {}).get("cpus"))), default=None)
+    servers = ((r.location or {}).get("servers") or {}).values()
+    used = (sum(sum(((x.process or {}).get("thread_cpu_seconds") or {}).values()) for x in group)
+            + sum(s["cpu_seconds"] for s in servers if s))
+    wall = max(x.wall_seconds or 0 for x in group)
+    return min(1.0, used / (wall * cores)) if cores and wall and used else None
 
 
 def _group_cpu(r):
@@ -553,10 +574,12 @@ def figure(records, dataset, out):
         ax.axis("off")
     fig.legend(shown.values(), shown.keys(), loc="lower center", ncol=4, fontsize=7, frameon=False)
     machines = sorted({s[0] for s in setups})
-    fig.suptitle(textwrap.fill(f"{datasets.get(dataset).label}: how many accelerators one host feeds "
-                               f"(grey line: AU 90%); {'; '.join(machines)}", 110), fontsize=9)
+    title = textwrap.fill(f"{datasets.get(dataset).label}: how many accelerators one host feeds "
+                          f"(grey line: AU 90%); {'; '.join(machines)}", 38 * cols + 20)  # the figure's width
+    fig.suptitle(title, fontsize=9)
     legend_rows = -(-len(shown) // 4)
-    fig.tight_layout(rect=(0, 0.03 * legend_rows + 0.02, 1, 0.97))
+    top = 1 - 0.15 * (title.count("\n") + 1) / (3.8 * rows + 0.9)  # room for the title's lines
+    fig.tight_layout(rect=(0, 0.03 * legend_rows + 0.02, 1, top))
     path = Path(out) / f"fig_capacity_{dataset}.png"
     fig.savefig(path, dpi=110)
     plt.close(fig)

@@ -6,8 +6,10 @@ N solvers train at once on the same artifact (run.py --concurrent N), each with 
 emulated accelerator; the host holds at N when the group's accelerator utilisation is at
 least 0.90. The group's AU is the mean of its solvers' AU (MLPerf Storage's AU of a client: the
 accelerators' compute time over the run's time, all accelerators together). The sweep doubles
-N from 1 until the group falls below 0.90 or loses a solver (MLPerf Storage's rule: every
-accelerator finishes its run; a solver killed, by the OOM killer say, fails its N), bisects, then repeats the runs at the answer N and
+N from the N that N = 1's runs predict (the data path's CPU: analysis/capacity.py cpu_allows;
+from 1 when it predicts nothing) until the group falls below 0.90 or loses a solver (MLPerf
+Storage's rule: every accelerator finishes its run; a solver killed, by the OOM killer say,
+fails its N), bisects, then repeats the runs at the answer N and
 at N + 1 until each has --confirm runs and the answer holds on their medians. When N + 1 holds
 after all (one low run had stopped the doubling), the search goes on above it the same way:
 N + 2, N + 3, N + 5, ... then bisecting; when N fails after all, it bisects again below N. A backend whose runs run.py refuses (Redis under disk
@@ -17,6 +19,7 @@ limits, say) is named at the end and the others are swept.
   python benchmarks/capacity.py mnist lmdb,leveldb,images cold --max 32
   python benchmarks/capacity.py imagenet lmdb cold --profile paper2016 --iters 40
   python benchmarks/capacity.py cifar10 lmdb warm --lmdb-read coalesced   # any run.py option
+  make capacity DATASET=cifar10 ACCEL=h100      # LMDB, image files and Redis, ranked, with the figure
 
 Each run is an ordinary record in results/DATASET/records.jsonl (concurrent.solvers = N); runs
 already recorded for the same setup are reused, so a sweep stopped half-way resumes where it
@@ -25,8 +28,10 @@ Emulated solvers mostly wait, so many fit on few cores: what runs out is the dat
 and the storage, which are real.
 """
 import argparse
+import math
 import statistics
 import sys
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -50,20 +55,28 @@ class Sweep:
         self.backend, self.cache = run_args[1], run_args[2]
         self.seen = {}  # N: sorted group AUs
         self.lost = set()  # the Ns at which a run lost a solver: none of them holds
+        self.records = {}  # N: its records
+        self.runs, self.run_seconds = 0, []
+        self.confirm = 1
 
     def aus_at(self, n, runs):
         """At least `runs` group AUs at N (running those not yet recorded)."""
         if len(self.seen.get(n, [])) >= runs:  # asked again while confirming: nothing new to run
             return self.seen[n]
         args = self.run_args + ["--concurrent", str(n), "--repeats", str(runs), "--quiet"]
+        self.runs += 1
+        self.log(f"  run {self.runs}: N = {n}{self._time_left()}")
+        started = time.time()
         rc = run.main(args)
+        self.run_seconds.append(time.time() - started)
         if rc == 130:  # Ctrl-C: run.py stopped the run in progress; the sweep stops too
             raise SystemExit(130)
         if rc != 0:
             raise Refused(f"run.py {' '.join(args)} failed (exit {rc}; its error is above)")
         mine = [r for r in run.recorded_runs(run.parser().parse_args(args), ok_only=False)
                 if (r.backend, r.cache) == (self.backend, self.cache)]
-        groups = capacity.group_aus(mine).values()
+        self.records[n] = [r for r in mine if capacity.solvers(r) == n]
+        groups = capacity.group_aus(self.records[n]).values()
         aus = sorted(au for au, _ in groups)
         failed = sum(f for _, f in groups)
         self.seen[n] = aus
@@ -74,13 +87,32 @@ class Sweep:
                  + (f"; {failed} solvers failed: N = {n} does not hold (their logs say why)" if failed else ""))
         return aus
 
+    def _time_left(self):
+        """About how long the rest takes: the runs a bisection and the confirmations still need,
+        at the mean time of a run so far."""
+        if not self.run_seconds:
+            return ""
+        held = max([m for m in self.seen if self.holds_so_far(m)], default=0)
+        failed = min([m for m in self.seen if m > held], default=held * 2 or 1)
+        left = (math.ceil(math.log2(max(failed - held, 1))) + 2 * self.confirm) * statistics.fmean(self.run_seconds)
+        return f" (about {max(1, round(left / 60))} min left for {self.backend})"
+
+    def holds_so_far(self, n):
+        return n in self.seen and statistics.median(self.seen[n]) >= THRESHOLD and n not in self.lost
+
+    def predicted(self):
+        """The N the data path's CPU allows, from N = 1's runs (None without a figure)."""
+        allows = capacity.cpu_allows(self.records.get(1, []))
+        return allows[0] if allows else None
+
     def holds(self, n, runs=1):
         return n == 0 or (statistics.median(self.aus_at(n, runs)) >= THRESHOLD and n not in self.lost)
 
     def largest_n(self, max_n, confirm):
         """The largest N that holds (no solver lost, median group AU >= 0.90) with N + 1 failing, both on
         `confirm` runs; max_n (confirmed) when even that holds."""
-        held, failed = self._gallop(0, max_n)
+        self.confirm = confirm
+        held, failed = self._start(max_n)
         while True:
             while failed - held > 1:  # bisecting
                 mid = (held + failed) // 2
@@ -91,6 +123,16 @@ class Sweep:
                 held, failed = self._gallop(failed, max_n)  # one low run had stopped the search
             else:
                 return held
+
+    def _start(self, max_n):
+        """(held, failed) to search from: N = 1, then the N its runs predict, tried at once."""
+        if not self.holds(1):
+            return 0, 1
+        guess = min(max_n, int(self.predicted() or 0))
+        if guess <= 2:
+            return self._gallop(1, max_n)
+        self.log(f"  N = 1's data path predicts N = {guess}: tried next")
+        return self._gallop(guess, max_n) if self.holds(guess) else (1, guess)
 
     def _below(self, n):
         """The largest N under n that held on the runs so far (0 when none did)."""
@@ -125,25 +167,44 @@ def parser():
 def main(argv=None):
     a, run_options = parser().parse_known_args(argv)
     iters = a.iters or datasets.get(a.dataset).quick_iters
-    answers, refused = {}, []
+    results = Path(run.parser().parse_args([a.dataset, "lmdb", a.cache] + run_options).out)
+    started, sweeps, refused = time.time(), {}, []
     for backend in a.backends.split(","):
         print(f"{a.dataset} {backend} {a.cache}: N solvers at once, {iters} iterations each "
               f"{' '.join(run_options)}", file=sys.stderr)
         sweep = Sweep([a.dataset, backend, a.cache, "--iters", str(iters), "--test-interval", str(iters)]
                       + run_options, log=lambda m: print(m, file=sys.stderr))
         try:
-            answers[backend] = (sweep.largest_n(a.max, a.confirm), sweep.seen)
+            sweep.answer = sweep.largest_n(a.max, a.confirm)
+            sweeps[backend] = sweep
         except Refused as e:
             print(e, file=sys.stderr)
             refused.append(backend)
-    print(f"\n{a.dataset} {a.cache}: the largest N at group AU >= {THRESHOLD:.2f} (median of runs)")
-    for backend in refused:
-        print(f"  {backend:8} not swept: run.py refused it (its error is above)")
-    for backend, (n, seen) in answers.items():
-        above = f"; at N = {n + 1}: {statistics.median(seen[n + 1]):.3f} (n = {len(seen[n + 1])})" if n + 1 in seen else ""
-        at = f"{statistics.median(seen[n]):.3f} (n = {len(seen[n])})" if n in seen else "-"
-        print(f"  {backend:8} N = {n:3d}{'+' if n == a.max and above == '' else ' '}  at N: {at}{above}")
+    print(ranked(a, sweeps, refused, results, time.time() - started))
+    records = [r for sweep in sweeps.values() for rs in sweep.records.values() for r in rs]
+    if records:
+        out = results / "report"
+        out.mkdir(parents=True, exist_ok=True)
+        print(f"figure: {capacity.figure(records, a.dataset, out)}")
     return 2 if refused else 0
+
+
+def ranked(a, sweeps, refused, results, seconds):
+    """The answer, most accelerators first: per backend the largest N, the median group AU at
+    N and N + 1, and what stopped it (analysis/capacity.py stopped_by)."""
+    lines = [f"\n{a.dataset} {a.cache}: accelerators one host keeps at AU >= {THRESHOLD:.2f} with every solver "
+             f"finishing (median of runs; {seconds / 60:.0f} min)", "",
+             "| backend | largest N | AU at N / N + 1 (n) | stopped by |", "|---|---|---|---|"]
+    for backend, sweep in sorted(sweeps.items(), key=lambda item: -item[1].answer):
+        n, seen = sweep.answer, sweep.seen
+        failed = min((m for m in seen if m > n), default=None)
+        stopped = f"{capacity.stopped_by(sweep.records[failed], results)} at {failed}" if failed else "not reached"
+        at = f"{statistics.median(seen[n]):.3f}" if n in seen else "-"
+        above = f"{statistics.median(seen[n + 1]):.3f}" if n + 1 in seen else "-"
+        runs = f"{len(seen.get(n, []))}, {len(seen.get(n + 1, []))}"
+        lines.append(f"| {backend} | {n}{'+' if failed is None else ''} | {at} / {above} ({runs}) | {stopped} |")
+    lines += [f"| {backend} | not swept: run.py refused it (its error is above) | | |" for backend in refused]
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

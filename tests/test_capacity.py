@@ -110,7 +110,8 @@ def test_a_backend_run_py_refuses_is_named_and_the_others_are_swept(mnist_small,
                      "--data", str(mnist_small.parent), "--out", str(tmp_path)])
     out, err = capsys.readouterr()
     assert rc == 2
-    assert "redis    not swept: run.py refused it" in out and "a Redis Cluster is reached over the network" in err
+    assert "| redis | not swept: run.py refused it" in out and "a Redis Cluster is reached over the network" in err
+    assert "| lmdb | 1+ |" in out  # the ranked answer: --max 1 held, N + 1 not reached
     assert {r.backend for r in recorded(tmp_path, "mnist")} == {"lmdb"}
 
 
@@ -194,3 +195,20 @@ def test_each_resource_that_can_stop_a_host_is_named_by_a_run_built_to_end_on_it
     assert records, p.stderr[-2000:]
     assert capacity.stopped_by(records, tmp_path).startswith(stopped), (capacity.stopped_by(records, tmp_path),
                                                                           p.stderr[-1500:])
+
+
+def test_the_sweep_tries_the_n_that_n_1_predicts_first_then_brackets_it():
+    runs = []
+
+    def aus_at(n, count):
+        have = s.seen.setdefault(n, [])
+        while len(have) < count:
+            runs.append(n)
+            have.append(0.95 if n <= 13 else 0.5)
+        return sorted(have)
+
+    s = sweep.Sweep(["mnist", "lmdb", "warm"], log=lambda m: None)
+    s.aus_at, s.predicted = aus_at, lambda: 18.7  # N = 1's data path: 18.7 (over-predicts, as on small records)
+    assert s.largest_n(48, 3) == 13
+    assert runs[:2] == [1, 18]  # N = 1, then its prediction at once, not 2, 4, 8, 16
+    assert len(runs) <= 14 and runs.count(13) == 3 and runs.count(14) == 3
