@@ -235,8 +235,10 @@ def cpu_allows(records):
     """(N, one thread's share) the data path's CPU alone would allow at AU 0.90, from the
     records' own rates: the host's cores x images/s per core over what 0.90 of one accelerator
     eats (its batch per emulated iteration), and 0 when one solver's prefetch thread cannot
-    deliver that much on one core (its share: what it delivers over what is needed). None for
-    real compute and for backends read on the solver thread (its CPU includes the set-up)."""
+    deliver that much on one core (its share: what it delivers over what is needed). Data on
+    servers of the same host (Redis) costs their CPU too: their CPU seconds per image count in
+    the rate. None for real compute and for backends read on the solver thread (its CPU
+    includes the set-up)."""
     if not records:
         return None
     r = records[0]
@@ -249,7 +251,20 @@ def cpu_allows(records):
     if not cores:
         return None
     share = one_thread / needed
-    return (cores * images_per_core_second(records) / needed if share >= 1 else 0.0), share
+    per_image = 1 / images_per_core_second(records) + servers_cpu_per_image(records)
+    return (cores / per_image / needed if share >= 1 else 0.0), share
+
+
+def servers_cpu_per_image(records):
+    """The CPU seconds the servers holding the data (Redis nodes on this host) spent per train
+    image delivered, over the complete groups of these records (0 without servers)."""
+    images = seconds = 0.0
+    for group in _groups([r for r in records if r.ok]).values():
+        servers = ((group[0].location or {}).get("servers") or {}).values()
+        if len(group) == solvers(group[0]) and servers:
+            seconds += sum(s["cpu_seconds"] for s in servers if s)
+            images += sum(trained_iterations(r) * datasets.get(r.dataset).model.batch for r in group)
+    return seconds / images if images else 0.0
 
 
 THREAD_BUSY = 0.85  # one thread busy this share of the solver's time has run out (Record.what_limited's)
