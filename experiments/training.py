@@ -15,6 +15,7 @@ from experiments import caffe_log, proctrack
 # minutes, still uses CPU for every record it reads.
 STALL_SECONDS = float(os.environ.get("IMGSTORE_STALL_SECONDS", "600"))
 PR_SET_PDEATHSIG = 1
+_prctl = ctypes.CDLL(None, use_errno=True).prctl  # looked up here: a forked child must not load anything
 
 
 class Stalled(RuntimeError):
@@ -27,7 +28,7 @@ def child_setup(group=None):
     parent = os.getpid()
 
     def setup():
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
         if os.getppid() != parent:  # the parent died before the line above
             os._exit(1)
         if group:
