@@ -28,7 +28,7 @@ def parse_ms(text):
 
 @dataclass(frozen=True)
 class Option:
-    name: str                # the DataParameter field (a reader's) or the location's keyword
+    name: str                # the layer parameter's field (a reader's) or the location's keyword
     help: str
     kind: str = "int"        # int | flag | choice | ms (a time such as 10ms, in milliseconds)
     choices: tuple = ()      # kind choice: the values, the first being what happens without the option
@@ -37,6 +37,7 @@ class Option:
     proto_enum: str = None   # a choice stored as this DataParameter enum (its value's upper-case name)
     patch: str = None        # the Caffe patch(es) adding the DataParameter field (and its values), for the error without it
     recorded_as: str = None  # a location's option: the key of location.describe() that says it
+    message: str = "DataParameter"  # the layer parameter holding the field (ImageData's: ImageDataParameter)
 
     @property
     def flag(self):
@@ -74,14 +75,14 @@ class Option:
             raise OptionError(f"{self.flag} {given!r} is not a whole number") from None
 
     def proto_value(self, value):
-        """What the DataParameter field takes; OptionError when this Caffe build lacks the field."""
+        """What the layer parameter's field takes; OptionError when this Caffe build lacks the field."""
         from caffe.proto import caffe_pb2
-        fields = caffe_pb2.DataParameter.DESCRIPTOR.fields_by_name
-        if self.name not in fields:
+        message = getattr(caffe_pb2, self.message)
+        if self.name not in message.DESCRIPTOR.fields_by_name:
             where = f" (caffe/patches/{self.patch}: run make caffe)" if self.patch else ""
-            raise OptionError(f"this Caffe build has no DataParameter {self.name}{where}")
+            raise OptionError(f"this Caffe build has no {self.message} {self.name}{where}")
         if self.proto_enum:
-            enum = getattr(caffe_pb2.DataParameter, self.proto_enum)
+            enum = getattr(message, self.proto_enum)
             if str(value).upper() not in enum.keys():
                 raise OptionError(f"this Caffe build's {self.name} has no {str(value).upper()} "
                                   f"(caffe/patches/{self.patch}: run make caffe)")

@@ -2,16 +2,17 @@
 its children read (/proc/PID/io, read at exit before it is reaped, so nothing is missed),
 its CPU seconds, its peak resident memory (sampled), and each thread's CPU by role (Caffe's data-prefetch threads are named
 "caffe-prefetch" by caffe/patches/0010, lmdb_read COALESCED's walker "lmdb-read-ahead" by 0013 and SHARED's ring writer "lmdb-shared" by 0015, both counted as LMDB read-ahead;
-the Redis reader's I/O thread "redis-io" by 0016; the main thread is the solver)."""
+the Redis reader's I/O thread "redis-io" by 0016, ImageData's decoding threads "caffe-decode"
+by 0021; the main thread is the solver)."""
 import os
 import threading
 import time
 
 # the roles of thread_cpu_seconds, as records keep them (the report and benchmarks read these)
-SOLVER, PREFETCH, READ_AHEAD, REDIS_IO, OTHER = ("solver (main thread)", "data prefetch", "LMDB read-ahead",
-                                                 "Redis I/O", "other threads")
+SOLVER, PREFETCH, READ_AHEAD, REDIS_IO, DECODE, OTHER = (
+    "solver (main thread)", "data prefetch", "LMDB read-ahead", "Redis I/O", "image decode", "other threads")
 # the threads that read records for the prefetch thread (data path CPU = prefetch + these)
-READERS = (READ_AHEAD, REDIS_IO)
+READERS = (READ_AHEAD, REDIS_IO, DECODE)
 
 
 def roles(threads, pid):
@@ -19,7 +20,8 @@ def roles(threads, pid):
     out = {}
     for tid, (name, seconds) in threads.items():
         role = (SOLVER if tid == pid else PREFETCH if name == "caffe-prefetch" else
-                READ_AHEAD if name.startswith("lmdb-") else REDIS_IO if name == "redis-io" else OTHER)
+                READ_AHEAD if name.startswith("lmdb-") else REDIS_IO if name == "redis-io" else
+                DECODE if name == "caffe-decode" else OTHER)
         out[role] = round(out.get(role, 0.0) + seconds, 3)
     return out
 

@@ -3,6 +3,7 @@ from pathlib import Path
 
 from data_prep.backends import Backend, register, transform_param, phase_name
 from data_prep.images import decode_image, png_bytes
+from data_prep.options import Option
 
 
 class _ListWriter:
@@ -25,6 +26,9 @@ class _ListWriter:
 class ImageFilesBackend(Backend):
     name, label, color = "images", "image files (PNG)", "#d95f02"
     layer = "ImageData"
+    options = (Option("decode_threads", "threads that decode a batch's images (default 1, stock Caffe: the prefetch "
+                      "thread alone); the prefetch thread still transforms them, in the stock order",
+                      minimum=1, patch="0021", message="ImageDataParameter"),)
 
     def paths(self, dest, phase):
         return [dest / phase, dest / f"{phase}.txt"]
@@ -50,9 +54,11 @@ class ImageFilesBackend(Backend):
     def data_layer(self, dest, dataset, mean_file, read_options=None):
         from caffe import layers as L
 
+        options = self.layer_options(read_options)
+
         def layer(batch, phase):
             p = phase_name(phase)
             return L.ImageData(source=str(Path(dest) / f"{p}.txt"), root_folder=str(dest) + "/",
-                               batch_size=batch, is_color=dataset.color, shuffle=False,
-                               ntop=2, transform_param=transform_param(dataset.model, mean_file, phase))
+                               batch_size=batch, is_color=dataset.color, shuffle=False, ntop=2, **options,
+                               transform_param=transform_param(dataset.model, mean_file, phase))
         return layer

@@ -1,0 +1,72 @@
+#!/usr/bin/env python3
+"""Are image files slow because of where they live, or because one thread decodes them?
+Image-file cells with ImageData decoding on 1, 2, ... threads (caffe/patches/0021), the rounds
+interleaved so that the machine's drift falls on every setting alike; prints per dataset and
+setting the median AU (its range) and the data path's images per CPU second, and each setting's
+AU over one thread's, measured side by side.
+
+  python benchmarks/decode_threads.py --datasets mnist,cifar10 --threads 1,2 --rounds 3
+  python benchmarks/decode_threads.py --datasets cifar10 --cache cold --accelerator titanx2016
+
+Every run is an ordinary record under --out (default results/decode-threads).
+"""
+import argparse
+import statistics
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from analysis import capacity  # noqa: E402
+import toolchain  # noqa: E402
+from experiments import run  # noqa: E402
+from experiments.record import recorded  # noqa: E402
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--datasets", default="mnist,cifar10")
+    p.add_argument("--threads", default="1,2", help="decode threads to compare (default %(default)s)")
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--cache", default="warm", choices=["warm", "cold"])
+    p.add_argument("--accelerator", default="h100")
+    p.add_argument("--iters", type=int, default=2000)
+    p.add_argument("--data", default=str(toolchain.ROOT / "data"))
+    p.add_argument("--out", default=str(toolchain.ROOT / "results" / "decode-threads"))
+    a = p.parse_args(argv)
+    datasets, threads = a.datasets.split(","), [int(t) for t in a.threads.split(",")]
+    for round_ in range(a.rounds):
+        for dataset in datasets:
+            for n in threads:
+                print(f"round {round_ + 1}/{a.rounds}: {dataset}, {n} decode thread(s)", file=sys.stderr)
+                rc = run.main([dataset, "images", a.cache, "--accelerator", a.accelerator, "--iters", str(a.iters),
+                               "--decode-threads", str(n), "--repeats", str(round_ + 1), "--data", a.data,
+                               "--out", a.out, "--quiet"])
+                if rc != 0:
+                    return rc
+    print(table(a, datasets, threads))
+    return 0
+
+
+def table(a, datasets, threads):
+    lines = [f"Image files, {a.cache}, emulated {a.accelerator}, {a.iters} iterations; median AU (range) over "
+             f"the runs, and over one decode thread's median:", "",
+             "| dataset | decode threads | runs | AU | AU / one thread's | data path images per CPU second |",
+             "|---|---|---|---|---|---|"]
+    for dataset in datasets:
+        mine = [r for r in recorded(a.out, dataset) if r.ok and r.cache == a.cache
+                and (r.compute or {}).get("accelerator") == a.accelerator and r.iterations_setting == a.iters]
+        by_threads = {n: [r for r in mine if (r.read_options or {}).get("decode_threads", 1) == n] for n in threads}
+        base = statistics.median(r.au for r in by_threads[threads[0]]) if by_threads[threads[0]] else None
+        for n, rs in by_threads.items():
+            if not rs:
+                continue
+            aus = [r.au for r in rs]
+            rate = capacity.images_per_core_second(rs)
+            lines.append(f"| {dataset} | {n} | {len(rs)} | {statistics.median(aus):.3f} ({min(aus):.3f}-{max(aus):.3f}) "
+                         f"| {statistics.median(aus) / base:.2f}x | {rate:,.0f} |" if base else "")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
