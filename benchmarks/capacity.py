@@ -28,6 +28,8 @@ Emulated solvers mostly wait, so many fit on few cores: what runs out is the dat
 and the storage, which are real.
 """
 import argparse
+import contextlib
+import io
 import math
 import statistics
 import sys
@@ -50,8 +52,9 @@ class Refused(Exception):
 class Sweep:
     """The runs of one backend x cache at growing N, through run.py, and what they gave."""
 
-    def __init__(self, run_args, log=print):
+    def __init__(self, run_args, log=print, run_log=None):
         self.run_args, self.log = run_args, log
+        self.run_log = run_log  # where run.py's own lines go (a line per solver), None: with the sweep's
         self.backend, self.cache = run_args[1], run_args[2]
         self.seen = {}  # N: sorted group AUs
         self.lost = set()  # the Ns at which a run lost a solver: none of them holds
@@ -67,11 +70,18 @@ class Sweep:
         self.runs += 1
         self.log(f"  run {self.runs}: N = {n}{self._time_left()}")
         started = time.time()
-        rc = run.main(args)
+        said = io.StringIO()
+        with contextlib.redirect_stderr(said) if self.run_log else contextlib.nullcontext():
+            rc = run.main(args)
+        if self.run_log:
+            with open(self.run_log, "a") as f:
+                f.write(said.getvalue())
         self.run_seconds.append(time.time() - started)
         if rc == 130:  # Ctrl-C: run.py stopped the run in progress; the sweep stops too
             raise SystemExit(130)
         if rc != 0:
+            if self.run_log:
+                self.log(said.getvalue().strip()[-2000:])
             raise Refused(f"run.py {' '.join(args)} failed (exit {rc}; its error is above)")
         mine = [r for r in run.recorded_runs(run.parser().parse_args(args), ok_only=False)
                 if (r.backend, r.cache) == (self.backend, self.cache)]
@@ -169,11 +179,14 @@ def main(argv=None):
     iters = a.iters or datasets.get(a.dataset).quick_iters
     results = Path(run.parser().parse_args([a.dataset, "lmdb", a.cache] + run_options).out)
     started, sweeps, refused = time.time(), {}, []
+    run_log = results / a.dataset / "capacity.log"
+    run_log.parent.mkdir(parents=True, exist_ok=True)
+    print(f"run.py's lines (one per solver) go to {run_log}", file=sys.stderr)
     for backend in a.backends.split(","):
         print(f"{a.dataset} {backend} {a.cache}: N solvers at once, {iters} iterations each "
               f"{' '.join(run_options)}", file=sys.stderr)
         sweep = Sweep([a.dataset, backend, a.cache, "--iters", str(iters), "--test-interval", str(iters)]
-                      + run_options, log=lambda m: print(m, file=sys.stderr))
+                      + run_options, log=lambda m: print(m, file=sys.stderr), run_log=run_log)
         try:
             sweep.answer = sweep.largest_n(a.max, a.confirm)
             sweeps[backend] = sweep
@@ -193,7 +206,8 @@ def ranked(a, sweeps, refused, results, seconds):
     """The answer, most accelerators first: per backend the largest N, the median group AU at
     N and N + 1, and what stopped it (analysis/capacity.py stopped_by)."""
     lines = [f"\n{a.dataset} {a.cache}: accelerators one host keeps at AU >= {THRESHOLD:.2f} with every solver "
-             f"finishing (median of runs; {seconds / 60:.0f} min)", "",
+             f"finishing (median of runs; {seconds / 60:.0f} min)" if seconds >= 120 else
+             f"finishing (median of runs; {seconds:.0f} s)", "",
              "| backend | largest N | AU at N / N + 1 (n) | stopped by |", "|---|---|---|---|"]
     for backend, sweep in sorted(sweeps.items(), key=lambda item: -item[1].answer):
         n, seen = sweep.answer, sweep.seen
