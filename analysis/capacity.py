@@ -82,11 +82,8 @@ def group_aus(records):
     solver has a record. The group's AU is the mean of its solvers' (MLPerf Storage's AU of a
     client); a solver that failed (LevelDB: its lock, held by another solver) fed no
     accelerator and counts 0."""
-    members = {}
-    for r in records:
-        members.setdefault((r.concurrent or {}).get("group", r.run_id), []).append(r)
     found = {}
-    for group, rs in members.items():
+    for group, rs in _groups(records).items():
         if len(rs) == solvers(rs[0]):
             aus = [r.au if r.ok and r.au is not None else 0.0 for r in rs]
             found[group] = (statistics.fmean(aus), sum(1 for r in rs if not r.ok))
@@ -326,6 +323,7 @@ def _median_of(values):
 
 
 def _groups(records):
+    """{group id: its solvers' records} (a lone run is a group of one)."""
     found = {}
     for r in records:
         found.setdefault((r.concurrent or {}).get("group", r.run_id), []).append(r)

@@ -2,7 +2,6 @@
 run.py --decode-threads): the same images in the same order with the same random crops and
 mirrors as one thread, the decoding threads' CPU counted in the record, the option refused
 where no ImageData reads."""
-import hashlib
 import subprocess
 import sys
 
@@ -10,6 +9,7 @@ import pytest
 
 from conftest import ROOT
 from experiments.record import recorded
+from test_lmdb_read import sequence
 
 
 def image_net(path, dest, batch, **options):
@@ -23,25 +23,13 @@ def image_net(path, dest, batch, **options):
     return path
 
 
-def sequence(net_file, forwards):
-    import caffe
-    caffe.set_random_seed(7)  # the shuffle's and the transformer's random draws
-    net, out = caffe.Net(str(net_file), caffe.TRAIN), []
-    for _ in range(forwards):
-        net.forward()
-        out += [hashlib.sha1(row.tobytes()).hexdigest() + f":{label:g}"
-                for row, label in zip(net.blobs["data"].data, net.blobs["label"].data)]
-    del net
-    return out
-
-
 def test_several_decoding_threads_give_the_one_threads_sequence(mnist_small, tmp_path):
     dest = mnist_small / "images"
     forwards = 640 * 5 // 2 // 48  # 2.5 passes of 640 images in batches of 48: shuffles and wrap-arounds
-    one = sequence(image_net(tmp_path / "one.prototxt", dest, 48), forwards)
+    one = sequence(image_net(tmp_path / "one.prototxt", dest, 48), forwards, train=True, seed=7)
     for threads in (2, 3, 7):
         assert sequence(image_net(tmp_path / f"t{threads}.prototxt", dest, 48, decode_threads=threads),
-                        forwards) == one, threads
+                        forwards, train=True, seed=7) == one, threads
     assert len(set(one[:640])) > 600  # random crops and mirrors: the comparison could fail
 
 

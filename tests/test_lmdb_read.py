@@ -45,10 +45,13 @@ def net_file(path, source, batch, **options):
     return path
 
 
-def sequence(path, forwards):
-    """A digest per record (its pixels and label) of `forwards` batches, in the order Caffe gave them."""
+def sequence(path, forwards, train=False, seed=None):
+    """A digest per record (its pixels and label) of `forwards` batches, in the order Caffe gave them;
+    train: in the TRAIN phase (random crops and mirrors), seeded by `seed`."""
     import caffe
-    net, out = caffe.Net(str(path), caffe.TEST), []
+    if seed is not None:
+        caffe.set_random_seed(seed)
+    net, out = caffe.Net(str(path), caffe.TRAIN if train else caffe.TEST), []
     for _ in range(forwards):
         net.forward()
         out += [hashlib.sha1(row.tobytes()).hexdigest() + f":{label:g}"
