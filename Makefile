@@ -13,9 +13,11 @@ DATASET ?= mnist
 ACCEL ?= h100
 CAPACITY_BACKENDS ?= lmdb,images,redis
 CAPACITY_ARGS ?= --iters 1000 --max 48
+# for make peers-compare: benchmarks/peers.py's flags
+PEERS_ARGS ?=
 
 .PHONY: help setup caffe caffe-gpu caffe-gtest venv data-deps test redis-start redis-stop calibration capacity \
-        report docs gpu-bundle gpu-data gpu-calibrate docker-cpu docker-gpu docker-test clean
+        report docs peers peers-compare gpu-bundle gpu-data gpu-calibrate docker-cpu docker-gpu docker-test clean
 
 help:
 	@echo "make test            install everything, then run the test suite"
@@ -25,6 +27,9 @@ help:
 	@echo "make mnist-quick     a smoke run of the matrix: few iterations, one repeat"
 	@echo "make capacity        how many emulated accelerators this host keeps at AU >= 0.90 from LMDB, image files"
 	@echo "                     and Redis, ranked, with what stopped each (DATASET=cifar10 ACCEL=titanx2016 ...)"
+	@echo "make peers           an optional environment (.venv-peers) with NVIDIA DALI 2.4 and PyTorch 2.13, CPU builds"
+	@echo "make peers-compare   Caffe's data path beside DALI and PyTorch's DataLoader on the same LMDB and PNGs, warm and"
+	@echo "                     cold (benchmarks/peers.py, PEERS_ARGS=\"--datasets mnist --rounds 1\"; ~40 min as it is)"
 	@echo "make report          figures and tables for every results folder (results/, results/h100/, ...)"
 	@echo "make calibration     the emulated machines' fitted values checked against their named cells, and the"
 	@echo "                     fidelity table (results/calibration/fidelity.md): every real cell and paper finding vs ours"
@@ -93,6 +98,12 @@ capacity: setup
 calibration: venv
 	@$(PY) benchmarks/calibration.py fit --check
 	@$(PY) benchmarks/calibration.py table --readme
+
+peers:
+	@VENV=.venv-peers REQUIREMENTS=peers/requirements.txt scripts/venv.sh
+
+peers-compare: setup peers
+	@$(PY) benchmarks/peers.py $(PEERS_ARGS)
 
 docs:
 	@scripts/apt_install.sh docs/apt-packages.txt

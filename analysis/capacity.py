@@ -187,7 +187,9 @@ def stopped_words(records, curve, by_n, lost_at, results=None):
     failed = first_failed(by_n, lost_at)
     if failed is None:
         return "-"
-    return f"{stopped_by([r for r in records if curve_of(r) == curve and solvers(r) == failed], results)} at {failed}"
+    held = largest_n(by_n, lost_at)[0]
+    at = {n: [r for r in records if curve_of(r) == curve and solvers(r) == n] for n in (held, failed)}
+    return f"{stopped_by(at[failed], results, at[held])} at {failed}"
 
 
 def bracketed(by_n, lost_at=frozenset()):
@@ -268,12 +270,14 @@ THREAD_BUSY = 0.85  # one thread busy this share of the solver's time has run ou
 CORES_BUSY = 0.85   # the group's cores busy this share of the run (start-up included) have run out
 
 
-def stopped_by(records, results=None):
+def stopped_by(records, results=None, held=None):
     """What ran out at the N that failed (records: that N's runs), with the figure that shows
     it, in a few words: the first that applies of solvers lost (a lock, memory), one thread
     saturated (Caffe's prefetch thread; the solver thread where the layer reads on it), all the
-    group's cores busy, the storage (reads at the cgroup's IOPS limit, or the device busy), the
-    servers (a Redis node's CPU); else "not found" with the figures."""
+    group's cores busy, memory as the page cache (against `held`, the runs of the N that held:
+    the data's residency after training fell and the device reads per image rose), the storage
+    (reads at the cgroup's IOPS limit, or the device busy), the servers (a Redis node's CPU);
+    else "not found" with the figures."""
     if not records:
         return "not found (no runs)"
     ok = [r for r in records if r.ok]
@@ -298,6 +302,9 @@ def stopped_by(records, results=None):
         return f"one thread ({'solver thread, ' + layer if on_solver else 'prefetch'} {min(thread, 1):.0%})"
     if cores is not None and cores >= CORES_BUSY:
         return f"all cores ({cores:.0%})"
+    squeezed = _page_cache_squeezed(held or [], ok)
+    if squeezed:
+        return squeezed
     if at_limit is not None and at_limit >= 0.90:
         return f"storage (IOPS limit, {at_limit:.0%})"
     if busy is not None and busy >= 0.90:
@@ -310,6 +317,33 @@ def stopped_by(records, results=None):
                         (("thread", thread), ("cores", cores), ("device", busy), ("server", servers))
                         if value is not None)
     return f"not found ({figures or 'no figures'})"
+
+
+RESIDENCY_FALL = 0.20  # the data's page-cache residency after training fell this much from N to N + 1 ...
+READS_RISE = 1.5       # ... and the device reads per image trained rose this many times: the cache no longer holds it
+
+
+def _page_cache_squeezed(held, failed):
+    """"memory (page cache: ...)" when, from the N that held to the N that failed, the data's
+    residency after training fell and the device read more per image trained; else None."""
+    held, failed = [r for r in held if r.ok], [r for r in failed if r.ok]
+    before, after = (_median_of(r.cache_resident_fraction_after for r in rs) for rs in (held, failed))
+    reads_before, reads_after = (_median_of(_device_bytes_per_image(g) for g in _groups(rs).values())
+                                 for rs in (held, failed))
+    if None in (before, after, reads_before, reads_after) or before - after < RESIDENCY_FALL:
+        return None
+    if reads_after <= READS_RISE * reads_before or reads_after == 0:
+        return None
+    return (f"memory (page cache: {before:.0%} -> {after:.0%} of the data resident after training, "
+            f"device reads {reads_before / 1024:,.1f} -> {reads_after / 1024:,.1f} KiB per image)")
+
+
+def _device_bytes_per_image(group):
+    """The data device's bytes read during a group's run over the images its solvers trained on."""
+    r = group[0]
+    total = (r.monitor or {}).get("read_bytes_total")
+    images = sum(x.iterations or 0 for x in group) * datasets.get(r.dataset).model.batch
+    return total / images if total is not None and images else None
 
 
 def _solver_share(r):

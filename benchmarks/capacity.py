@@ -212,7 +212,8 @@ def ranked(a, sweeps, refused, results, seconds):
     for backend, sweep in sorted(sweeps.items(), key=lambda item: -item[1].answer):
         n, seen = sweep.answer, sweep.seen
         failed = min((m for m in seen if m > n), default=None)
-        stopped = f"{capacity.stopped_by(sweep.records[failed], results)} at {failed}" if failed else "not reached"
+        stopped = (f"{capacity.stopped_by(sweep.records[failed], results, sweep.records.get(n))} at {failed}"
+                   if failed else "not reached")
         at = f"{statistics.median(seen[n]):.3f}" if n in seen else "-"
         above = f"{statistics.median(seen[n + 1]):.3f}" if n + 1 in seen else "-"
         runs = f"{len(seen.get(n, []))}, {len(seen.get(n + 1, []))}"

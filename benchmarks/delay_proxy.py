@@ -24,7 +24,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import toolchain  # noqa: E402
-from benchmarks import redis_path, redis_reader  # noqa: E402
+from benchmarks import flags, redis_path, redis_reader  # noqa: E402
 from data_prep import build, datasets, redis_cluster  # noqa: E402
 from data_prep.backends import redis_store  # noqa: E402
 from experiments import runner  # noqa: E402
@@ -52,7 +52,7 @@ def main(argv=None):
     p.add_argument("--against", type=Path, required=True, help="another delay_proxy binary to compare with")
     p.add_argument("--datasets", default="imagenet,cifar10")
     p.add_argument("--rounds", type=int, default=3)
-    p.add_argument("--rtt", type=float, default=10.0, help="round trip the proxies add, ms")
+    flags.add_rtt(p)
     p.add_argument("--depth", type=int, default=128, help="Redis requests in flight (prefetch_depth)")
     p.add_argument("--delay-legs", choices=sorted(redis_cluster.Cluster.DELAY_LEGS), default="both",
                    help="where the round trip is put (default %(default)s: a build before session 16 "

@@ -34,20 +34,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import toolchain  # noqa: E402
 from data_prep import build, cache, datasets, disk, locations  # noqa: E402
+from data_prep.backends import lmdb_store  # noqa: E402
 from experiments import cgroup, runner  # noqa: E402
 
 LIMITS = {"unlimited": cgroup.Limits(), "paper2016 disk (150 IOPS, 600 MB/s)": cgroup.Limits(riops=150, rbps=600 * 10**6)}
 
+# one pass over the net's Data layer (written by the backend: Backend.write_data_net)
 ONE_PASS = """
 import sys, time, caffe
-from caffe import layers as L, params as P
-source, batch, count, read = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[5]
-n = caffe.NetSpec()
-n.data, n.label = L.Data(source=source, backend=P.Data.LMDB, batch_size=batch, ntop=2,
-                         lmdb_read=getattr(P.Data, read.upper()))
-open(sys.argv[4], "w").write(str(n.to_proto()))
+net_file, batch, count = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 start = time.time()
-net = caffe.Net(sys.argv[4], caffe.TEST)
+net = caffe.Net(net_file, caffe.TEST)
 for _ in range(count // batch):
     net.forward()
 print(time.time() - start)
@@ -67,7 +64,14 @@ def timed(cmd, group):
 PASSES = (("mmap", "mmap", True), ("coalesced", "coalesced", True), ("warm", "coalesced", False))
 
 
-def one_round(lmdb_dir, count, batch, limits, tmp):
+def pass_net(path, lmdb_dir, dataset, read):
+    """The train split's Data layer with no transform, read as `read` (an lmdb_read value)."""
+    import caffe
+    return lmdb_store.LMDBBackend().write_data_net(path, lmdb_dir.parent, dataset, dataset.model.batch, caffe.TRAIN,
+                                                   {"lmdb_read": read}, transform=False)
+
+
+def one_round(lmdb_dir, dataset, count, limits, tmp):
     """Seconds of `dd` and of each of PASSES, by column."""
     mdb = lmdb_dir / "data.mdb"
     location = locations.LocalFolder(lmdb_dir, [mdb])
@@ -78,8 +82,9 @@ def one_round(lmdb_dir, count, batch, limits, tmp):
         for column, read, drop in PASSES:
             if drop:
                 cache.drop_caches()
-            _, out = timed([str(toolchain.PYTHON), "-c", ONE_PASS, str(lmdb_dir), str(batch), str(count),
-                            str(tmp / "net.prototxt"), read], group)
+            net = pass_net(tmp / f"{read}.prototxt", lmdb_dir, dataset, read)
+            _, out = timed([str(toolchain.PYTHON), "-c", ONE_PASS, str(net), str(dataset.model.batch), str(count)],
+                           group)
             seconds[column] = float(out.strip().splitlines()[-1])
         return seconds
     finally:
@@ -112,7 +117,7 @@ def measure_all(a, read_ahead_kb):
         manifest = build.load_manifest(lmdb_dir.parent.parent, "lmdb")
         count, size = manifest.splits["train"].count, (lmdb_dir / "data.mdb").stat().st_size
         for label, limits in LIMITS.items():
-            runs = [one_round(lmdb_dir, count, ds.model.batch, limits, tmp) for _ in range(a.rounds)]
+            runs = [one_round(lmdb_dir, ds, count, limits, tmp) for _ in range(a.rounds)]
             seconds = {k: [r[k] for r in runs] for k in runs[0]}
             cells[f"{name}/{label}"] = dict(seconds=seconds, bytes=size, records=count)
             mb = {k: sorted(size / s / 1e6 for s in v) for k, v in seconds.items()}

@@ -39,23 +39,19 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import toolchain  # noqa: E402
-from data_prep import build, cache, disk, locations  # noqa: E402
+from data_prep import build, cache, datasets, disk, locations  # noqa: E402
 from data_prep.backends import lmdb_store  # noqa: E402
 from experiments import cgroup, runner  # noqa: E402
 from monitor import sampler  # noqa: E402
 
 PATHS = ("mmap", "coalesced", "shared")
 
-# One solver's data path: imports Caffe, says "ready", waits for "go", then builds a net of one
-# Data layer and reads `records` records; prints its CPU seconds since "go" (all its threads).
+# One solver's data path: imports Caffe, says "ready", waits for "go", then builds the net of
+# one Data layer (written by the backend: Backend.write_data_net) and reads `records` records;
+# prints its CPU seconds since "go" (all its threads).
 READER = """
 import sys, time, caffe
-from caffe import layers as L, params as P
-source, batch, records, net_file, read = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5]
-n = caffe.NetSpec()
-n.data, n.label = L.Data(source=source, backend=P.Data.LMDB, batch_size=batch, ntop=2,
-                         lmdb_read=getattr(P.Data, read.upper()))
-open(net_file, "w").write(str(n.to_proto()))
+net_file, batch, records = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 print("ready", flush=True)
 sys.stdin.readline()
 cpu = time.process_time()
@@ -67,17 +63,25 @@ print(time.process_time() - cpu, flush=True)
 """
 
 
+def reader_net(path, lmdb_dir, read, batch):
+    """The train split's Data layer with no transform, read as `read` (an lmdb_read value)."""
+    import caffe
+    dataset = datasets.get(lmdb_dir.parent.parent.name)
+    return lmdb_store.LMDBBackend().write_data_net(path, lmdb_dir.parent, dataset, batch, caffe.TRAIN,
+                                                   {"lmdb_read": read}, transform=False)
+
+
 def one_cell(lmdb_dir, read, solvers, records, batch, limits, tmp, stagger=0.0):
     """{device_bytes, cpu_seconds, seconds} of N readers of `records` records each."""
     mdb = lmdb_dir / "data.mdb"
     location = locations.LocalFolder(lmdb_dir, [mdb])
     group = cgroup.create(limits, f"lmdb-shared-{uuid.uuid4().hex[:6]}", location) if limits.any() else None
     procs = []
+    net = reader_net(tmp / f"{read}.prototxt", lmdb_dir, read, batch)
     try:
         for i in range(solvers):
             procs.append(subprocess.Popen(
-                [str(toolchain.PYTHON), "-c", READER, str(lmdb_dir), str(batch), str(records),
-                 str(tmp / f"net{i}.prototxt"), read], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                [str(toolchain.PYTHON), "-c", READER, str(net), str(batch), str(records)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE, text=True, preexec_fn=group.enter if group else None))
         for p in procs:
             if p.stdout.readline().strip() != "ready":

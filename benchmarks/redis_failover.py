@@ -33,7 +33,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks import redis_path  # noqa: E402
+from benchmarks import flags, redis_path  # noqa: E402
 from benchmarks.redis_migration import Reader, own_cluster  # noqa: E402
 from data_prep import datasets  # noqa: E402
 from data_prep.backends import redis_store  # noqa: E402
@@ -75,7 +75,7 @@ def main(argv=None):
     p.add_argument("--dataset", default="cifar10", choices=list(datasets.REGISTRY))
     p.add_argument("--count", type=int, default=4000, help="records written to the benchmark's cluster")
     p.add_argument("--rounds", type=int, default=3)
-    p.add_argument("--rtt", type=float, default=10.0, help="round trip added by the delay proxy, ms")
+    flags.add_rtt(p)
     p.add_argument("--before", type=float, default=3.0, help="seconds of reading before the kill")
     p.add_argument("--batch", type=int, default=64)
     p.add_argument("--depth", type=int, default=128, help="Redis requests in flight (prefetch_depth)")

@@ -40,7 +40,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import toolchain  # noqa: E402
-from benchmarks import redis_path  # noqa: E402
+from benchmarks import flags, redis_path  # noqa: E402
 from data_prep import build, datasets, redis_cluster  # noqa: E402
 from data_prep.backends import redis_store  # noqa: E402
 from experiments import runner  # noqa: E402
@@ -187,7 +187,7 @@ def main(argv=None):
     p.add_argument("--count", type=int, default=4000, help="records written to the benchmark's cluster")
     p.add_argument("--slots", type=int, default=16, help="slots moved per round")
     p.add_argument("--rounds", type=int, default=3)
-    p.add_argument("--rtt", type=float, default=10.0, help="round trip added by the delay proxy, ms")
+    flags.add_rtt(p)
     p.add_argument("--before", type=float, default=4.0, help="seconds of reading before the migration (at least "
                                                                  "twice its window: about 2.5 s)")
     p.add_argument("--batch", type=int, default=64)

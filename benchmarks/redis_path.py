@@ -32,7 +32,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import toolchain  # noqa: E402
 from data_prep import build, datasets, redis_cluster  # noqa: E402
-from data_prep.backends import datum, redis_store, transform_param  # noqa: E402
+from data_prep import backends  # noqa: E402
+from data_prep.backends import datum, redis_store  # noqa: E402
 from experiments import runner  # noqa: E402
 
 BATCH = 16  # small, so that a slow cell (1 request in flight at 100 ms: 10 images/s) ends soon
@@ -91,20 +92,18 @@ def png_copy(cluster, dataset, phase="train"):
 
 
 def net_file(path, cluster, prefix, dataset, depth, out_of_order, lmdb=None, redis_io=None, batch=None):
-    """A net of one Data layer reading the data set from Redis (or, as the reference, `lmdb`);
-    redis_io: "thread" or "inline" (patch 0016), or None for the build's default."""
+    """A net of one Data layer reading the data set from Redis (or, as the reference, `lmdb`),
+    made by the backend with its declared read options; redis_io: "thread" or "inline" (patch
+    0016), or None for the build's default."""
     import caffe
-    from caffe import layers as L, params as P
-    where = dict(source=str(lmdb), backend=P.Data.LMDB) if lmdb else dict(
-        source=cluster.source(prefix), backend=P.Data.REDIS, prefetch_depth=depth, out_of_order=out_of_order)
-    if redis_io and not lmdb:
-        where["redis_io"] = getattr(P.Data, redis_io.upper())
-    n = caffe.NetSpec()
-    n.data, n.label = L.Data(batch_size=batch or BATCH, ntop=2, **where,
-                             transform_param=transform_param(dataset.model, Path(cluster.root).parent /
-                                                             dataset.name / "mean.binaryproto", caffe.TEST))
-    path.write_text(str(n.to_proto()))
-    return path
+    mean = Path(cluster.root).parent / dataset.name / "mean.binaryproto"
+    if lmdb:
+        return backends.get("lmdb").write_data_net(path, None, dataset, batch or BATCH, caffe.TEST, mean_file=mean,
+                                                   source=str(lmdb))
+    options = dict(prefetch_depth=depth, **({"out_of_order": True} if out_of_order else {}),
+                   **({"redis_io": redis_io} if redis_io else {}))
+    return backends.get("redis").write_data_net(path, None, dataset, batch or BATCH, caffe.TEST, options, mean,
+                                                source=cluster.source(prefix))
 
 
 def measure(path, seconds):

@@ -32,7 +32,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import toolchain  # noqa: E402
-from benchmarks import redis_path  # noqa: E402
+from benchmarks import flags, redis_path  # noqa: E402
 from data_prep import build, datasets, redis_cluster  # noqa: E402
 from data_prep.backends import redis_store  # noqa: E402
 from experiments import runner  # noqa: E402
@@ -92,7 +92,7 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--datasets", default="cifar10,imagenet")
     p.add_argument("--rounds", type=int, default=3)
-    p.add_argument("--rtt", type=float, default=10.0, help="round trip added by the delay proxy, ms")
+    flags.add_rtt(p)
     p.add_argument("--depth", type=int, default=128, help="Redis requests in flight (prefetch_depth)")
     p.add_argument("--redis-io", default="thread,inline", help="the Redis reader's receiving: thread, inline "
                                                                 "or both (patch 0016)")

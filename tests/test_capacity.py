@@ -177,6 +177,24 @@ def test_the_sweep_counts_an_n_that_lost_a_solver_as_failed():
     assert s._below(4) == 2
 
 
+def test_a_page_cache_that_no_longer_holds_the_data_at_n_1_is_named_memory():
+    """From the N that held to the N that failed, the data's residency after training fell and
+    the device read more per image: memory (the page cache), with both figures; residency alone
+    falling (the reads did not rise) is not enough."""
+    from experiments.record import Record
+
+    def group(n, resident, read_bytes):
+        return [Record(f"g{n}-s{i}", "mnist", "lmdb", "warm", status="ok", returncode=0, au=0.8, iterations=1000,
+                       cache_resident_fraction_after=resident, monitor={"read_bytes_total": read_bytes},
+                       concurrent={"group": f"g{n}", "solvers": n, "member": i}) for i in range(n)]
+    held, failed = group(3, 0.99, 64 * 1024 * 3000.0), group(4, 0.55, 64 * 1024 * 4000.0 * 10)
+    assert capacity.stopped_by(failed, held=held) == ("memory (page cache: 99% -> 55% of the data resident after "
+                                                      "training, device reads 1.0 -> 10.0 KiB per image)")
+    flat = group(4, 0.55, 64 * 1024 * 4000.0)
+    assert not capacity.stopped_by(flat, held=held).startswith("memory")
+    assert not capacity.stopped_by(failed).startswith("memory")  # nothing to compare with
+
+
 @pytest.mark.parametrize("backend, cache, options, stopped", [
     ("images", "warm", ["--iters", "3000"], "one thread (prefetch"),           # PNG decoding on one thread
     ("leveldb", "warm", ["--iters", "3000", "--concurrent", "2"], "a lock (LevelDB's: 1 of 2 solvers refused)"),

@@ -1,12 +1,14 @@
 """Figures people can read at page width: every figure the report, the capacity analysis and the
-README's answer draw from the committed records is drawn here, and no two of its tick labels
+README's answer and the loaders' comparison (benchmarks/peers.py) draw from the committed records is drawn here, and no two of its tick labels
 may overlap (their extents, as matplotlib's renderer lays them out)."""
 import itertools
+import json
 
 import pytest
 from matplotlib.figure import Figure
 
 from analysis import answer, capacity, report
+from benchmarks import peers
 from conftest import ROOT
 from experiments.record import load
 
@@ -43,8 +45,9 @@ def test_no_tick_labels_overlap_in_the_report_the_capacity_figures_or_the_answer
         capacity.figure(records, dataset, tmp_path)
         capacity.figure_per_core(records, dataset, tmp_path)
     answer.figure(answer.rows(), tmp_path / "answer.png")
+    peers.report(json.loads((ROOT / "results" / "ci-2core-peers" / "peers.json").read_text()), tmp_path / "peers.png")
     names = {name for name, _, _ in drawn}
-    assert {"fig_time_mnist.png", "fig_capacity_cifar10.png", "answer.png"} <= names
+    assert {"fig_time_mnist.png", "fig_capacity_cifar10.png", "answer.png", "peers.png"} <= names
     assert [(name, overlaps) for name, overlaps, _ in drawn if overlaps] == []
 
 

@@ -114,6 +114,19 @@ class Backend:
         """A function (batch, phase) -> (data, label) NetSpec tops reading this artifact."""
         raise NotImplementedError
 
+    def write_data_net(self, path, dest, dataset, batch, phase, read_options=None, mean_file=None, transform=True,
+                       **source):
+        """A net of this backend's data layer alone (the data path without a model) written to
+        `path`, as the benchmarks read through it; transform=False leaves out transform_param
+        (what the reader alone costs); source=... (Data layers) reads another database."""
+        import caffe
+        n = caffe.NetSpec()
+        n.data, n.label = self.data_layer(dest, dataset, mean_file, read_options, **source)(batch, phase)
+        if not transform:
+            n.data.fn.params.pop("transform_param", None)
+        Path(path).write_text(str(n.to_proto()))
+        return path
+
     def layer_options(self, read_options):
         """The run's read options ({name: value}, as recorded) as DataParameter fields."""
         declared = {o.name: o for o in self.options}

@@ -88,13 +88,15 @@ class DatumBackend:
         """The Data layer's `source` for one split."""
         return str(self.paths(dest, phase)[0])
 
-    def data_layer(self, dest, dataset, mean_file, read_options=None):
+    def data_layer(self, dest, dataset, mean_file, read_options=None, source=None):
+        """source: another database of this kind to read instead of the split's (a benchmark's
+        own copy), with this backend's options and transform."""
         from caffe import layers as L, params as P
         from data_prep.backends import transform_param, phase_name
         options = self.layer_options(read_options)
 
         def layer(batch, phase):
-            return L.Data(source=self.source(dest, phase_name(phase)), backend=getattr(P.Data, self.db),
+            return L.Data(source=source or self.source(dest, phase_name(phase)), backend=getattr(P.Data, self.db),
                           batch_size=batch, ntop=2, **options,
                           transform_param=transform_param(dataset.model, mean_file, phase))
         return layer

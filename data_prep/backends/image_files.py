@@ -26,8 +26,8 @@ class _ListWriter:
 class ImageFilesBackend(Backend):
     name, label, color = "images", "image files (PNG)", "#d95f02"
     layer = "ImageData"
-    options = (Option("decode_threads", "threads that decode a batch's images (default 1, stock Caffe: the prefetch "
-                      "thread alone); the prefetch thread still transforms them, in the stock order",
+    options = (Option("decode_threads", "threads that decode and transform a batch's images (default 1, stock Caffe: "
+                      "the prefetch thread alone); the random crops and mirrors are still drawn in the stock order",
                       minimum=1, patch="0021", message="ImageDataParameter"),)
 
     def paths(self, dest, phase):
