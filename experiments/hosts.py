@@ -1,0 +1,145 @@
+"""Several hosts on one machine: network namespaces, each with an address of its own, joined
+by veth pairs to a bridge, so that servers (a Redis Cluster) and clients (solvers) talk over a
+network of their own instead of loopback, as they would from different machines.
+
+  with hosts.Hosts(clients=2, servers=1) as net:
+      server = net.start("server-0", ["redis-server", ...])     # a process inside that host
+      net.address("server-0")                                    # "10.213.0.1"
+      net.command("client-1", ["python3", "train.py"])           # argv that runs there
+
+Everything is made inside namespaces this project creates (the bridge too, in a "switch"
+namespace), named imgstore-PID-..., so nothing of the machine's own network changes and the
+addresses are reachable from these hosts only. Leaving the `with` stops the processes started
+there and removes the namespaces; a start first removes what an owner that died left (its
+processes too: `ip netns pids`), so a SIGKILLed run leaves nothing behind for long. Needs root.
+"""
+import os
+import signal
+import subprocess
+import time
+
+PREFIX = "imgstore-"
+SUBNET = "10.213.0"   # /24 inside the switch namespace: servers .1 up, clients .101 up
+BRIDGE = "br0"
+
+
+def _ip(*args, check=True):
+    p = subprocess.run(["ip", *args], capture_output=True, text=True)
+    if check and p.returncode != 0:
+        raise HostsError(f"ip {' '.join(args)}: {p.stderr.strip()}")
+    return p.stdout
+
+
+class HostsError(RuntimeError):
+    pass
+
+
+def namespaces():
+    """The names of this project's namespaces on the machine (any owner's)."""
+    return [line.split()[0] for line in _ip("netns", "list").splitlines() if line.startswith(PREFIX)]
+
+
+def _owner(name):
+    try:
+        return int(name[len(PREFIX):].split("-")[0])
+    except ValueError:
+        return None
+
+
+def _alive(pid):
+    try:
+        os.kill(pid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+
+
+def remove(name):
+    """Stops every process inside the namespace, then deletes it (with its links)."""
+    for pid in _ip("netns", "pids", name, check=False).split():
+        try:
+            os.kill(int(pid), signal.SIGKILL)
+        except (ProcessLookupError, ValueError):
+            pass
+    _ip("netns", "del", name, check=False)
+
+
+def remove_abandoned():
+    """Removes the namespaces whose owner is no longer running; returns their names."""
+    gone = [n for n in namespaces() if (_owner(n) is None or not _alive(_owner(n))) and _owner(n) != os.getpid()]
+    for name in gone:
+        remove(name)
+    return gone
+
+
+def _die_with_parent():
+    import ctypes
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
+class Hosts:
+    """`servers` + `clients` namespaces on one bridge; names server-0.., client-0.."""
+
+    def __init__(self, clients=1, servers=1):
+        if not 0 < servers <= 100 or not 0 <= clients <= 100:
+            raise HostsError(f"1-100 servers and 0-100 clients, not {servers} and {clients}")
+        self.names = [f"server-{i}" for i in range(servers)] + [f"client-{i}" for i in range(clients)]
+        self.tag = f"{PREFIX}{os.getpid()}-{int(time.time() * 1000) % 100000}"
+        self.switch = f"{self.tag}-switch"
+        self.processes = []
+        self.made = []
+
+    def namespace(self, host):
+        if host not in self.names:
+            raise HostsError(f"no host {host!r}: {', '.join(self.names)}")
+        return f"{self.tag}-{host}"
+
+    def address(self, host):
+        kind, index = host.split("-")
+        self.namespace(host)
+        return f"{SUBNET}.{(1 if kind == 'server' else 101) + int(index)}"
+
+    def command(self, host, argv):
+        """argv run inside `host`'s namespace."""
+        return ["ip", "netns", "exec", self.namespace(host), *argv]
+
+    def start(self, host, argv, **popen):
+        """A process inside `host`, stopped on leaving (and killed with this process)."""
+        p = subprocess.Popen(self.command(host, argv), preexec_fn=_die_with_parent, **popen)
+        self.processes.append(p)
+        return p
+
+    def __enter__(self):
+        remove_abandoned()
+        try:
+            self._add(self.switch)
+            _ip("-n", self.switch, "link", "add", BRIDGE, "type", "bridge")
+            _ip("-n", self.switch, "link", "set", BRIDGE, "up")
+            for i, host in enumerate(self.names):
+                ns = self._add(self.namespace(host))
+                port = f"p{i}"
+                _ip("-n", self.switch, "link", "add", port, "type", "veth", "peer", "name", "eth0", "netns", ns)
+                _ip("-n", self.switch, "link", "set", port, "master", BRIDGE, "up")
+                _ip("-n", ns, "addr", "add", f"{self.address(host)}/24", "dev", "eth0")
+                _ip("-n", ns, "link", "set", "eth0", "up")
+        except BaseException:
+            self.__exit__()
+            raise
+        return self
+
+    def _add(self, name):
+        _ip("netns", "add", name)
+        self.made.append(name)
+        _ip("-n", name, "link", "set", "lo", "up")
+        return name
+
+    def __exit__(self, *_):
+        for p in self.processes:
+            if p.poll() is None:
+                p.kill()
+            p.wait()
+        for name in reversed(self.made):
+            remove(name)
+        self.made = []
