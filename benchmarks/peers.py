@@ -12,6 +12,7 @@ images for every row) and delivering float32 N x C x H x W batches of the net's 
 with Caffe's transform (crop at a random place and random mirror where the net has them, the
 per-pixel mean subtracted, scaled):
   caffe lmdb     Caffe's Data layer on the LMDB (stock memory-mapped cursor), one prefetch thread
+  caffe lmdb-coalesced   the same with LMDBIO's coalesced reads (lmdb_read: coalesced, patch 0013)
   caffe images   ImageData on the PNG files, decode_threads 1..cores
   dali lmdb      DALI readers.caffe on the same LMDB, num_threads 1..cores
   dali images    DALI readers.file + decoders.image on the same PNGs, num_threads 1..cores
@@ -48,22 +49,26 @@ from peers import loaders  # noqa: E402
 
 PEERS_PYTHON = ROOT / ".venv-peers" / "bin" / "python"
 IMAGES = {"mnist": 60000, "cifar10": 50000, "imagenet": 3000}
-FORMS = {"lmdb": "lmdb", "images": "images"}  # form -> the backend (and data folder) holding it
+FORMS = {"lmdb": "lmdb", "lmdb-coalesced": "lmdb", "images": "images"}  # form -> the backend (data folder)
+PEER_FORMS = ("lmdb", "images")  # what DALI and the DataLoader read
+CAFFE_READ = {"lmdb-coalesced": {"lmdb_read": "coalesced"}}  # a form's read options beyond the backend's defaults
 COLORS = {"caffe": "#1b9e77", "dali": "#7570b3", "torch": "#e7298a"}
 
 
 def rows(loaders_wanted, cores):
     """(loader, form, threads) of every row; torch's 0 workers is its main process alone."""
     threads = range(1, cores + 1)
-    plan = {"caffe": [("caffe", "lmdb", 1)] + [("caffe", "images", t) for t in threads],
-            "dali": [("dali", form, t) for form in FORMS for t in threads],
-            "torch": [("torch", form, w) for form in FORMS for w in range(0, cores + 1)]}
+    plan = {"caffe": [("caffe", "lmdb", 1), ("caffe", "lmdb-coalesced", 1)] + [("caffe", "images", t) for t in threads],
+            "dali": [("dali", form, t) for form in PEER_FORMS for t in threads],
+            "torch": [("torch", form, w) for form in PEER_FORMS for w in range(0, cores + 1)]}
     return [row for name in loaders_wanted for row in plan[name]]
 
 
 def row_label(loader, form, threads):
     if loader == "caffe" and form == "lmdb":
         return "caffe lmdb (1 prefetch thread)"
+    if loader == "caffe" and form == "lmdb-coalesced":
+        return "caffe lmdb coalesced (+1 read-ahead thread)"
     unit = "worker" if loader == "torch" else "thread"
     return f"{loader} {form} ({threads} {unit}{'' if threads == 1 else 's'})"
 
@@ -91,7 +96,7 @@ def stored_shape(lmdb_dir):
 def cell_files(data_root, dataset, form, count):
     """The files a cell reads: what cold drops and warm reads."""
     folder = data_root / dataset.name / FORMS[form]
-    if form == "lmdb":
+    if FORMS[form] == "lmdb":
         return [folder / "train_lmdb" / "data.mdb"]
     return [folder / "train.txt"] + [path for path, _ in loaders.image_list(folder, count)]
 
@@ -101,7 +106,7 @@ def caffe_cell(cell):
     import caffe
     caffe.set_mode_cpu()
     dataset, backend = datasets.get(cell["dataset"]), backends.get(FORMS[cell["form"]])
-    options = {"decode_threads": cell["threads"]} if cell["form"] == "images" else None
+    options = {"decode_threads": cell["threads"]} if cell["form"] == "images" else CAFFE_READ.get(cell["form"])
     mean = Path(cell["data"]) / dataset.name / "mean.binaryproto"
     net_file = backend.write_data_net(Path(cell["tmp"]) / f"{os.getpid()}.prototxt",
                                       Path(cell["data"]) / dataset.name / FORMS[cell["form"]], dataset,
@@ -149,7 +154,7 @@ def measure(a, dataset, row, cache_state, round_no, tmp):
         return dict(cell, error=f"not cold: {resident:.1%} of the data resident after {how}")
     first = tmp / f"first-{dataset.name}-{loader}-{form}-{threads}-{cache_state}.npy"
     spec = dict(cell, data=str(data_root), tmp=str(tmp), first_batch=str(first) if round_no == 0 else None,
-                source=str(data_root / dataset.name / FORMS[form] / ("train_lmdb" if form == "lmdb" else "")),
+                source=str(data_root / dataset.name / FORMS[form] / ("train_lmdb" if FORMS[form] == "lmdb" else "")),
                 transform=a.transforms[dataset.name], shape=a.shapes[dataset.name],
                 caffe_pb2=str(toolchain.CAFFE / "python" / "caffe" / "proto" / "caffe_pb2.py"))
     result = run_cell(spec)
@@ -281,7 +286,7 @@ def run_all(a, wanted, caches):
     tmp = Path(tempfile.mkdtemp(prefix="peers-"))
     names = a.datasets.split(",")
     for name in names:
-        build.prepare_missing(name, list(FORMS.values()), a.data, log=lambda m: print(m, file=sys.stderr))
+        build.prepare_missing(name, sorted(set(FORMS.values())), a.data, log=lambda m: print(m, file=sys.stderr))
     a.transforms = {n: transform_spec(datasets.get(n), Path(a.data), tmp) for n in names}
     a.shapes = {n: stored_shape(Path(a.data) / n / "lmdb" / "train_lmdb") for n in names}
     plan = rows(wanted, a.threads)

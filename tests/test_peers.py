@@ -26,7 +26,8 @@ def test_caffes_rows_make_the_same_first_batch_from_lmdb_and_png(mnist_small, ci
     found, table = compare(mnist_small.parent, tmp_path, "--loaders", "caffe", "--caches", "warm,cold")
     cells = found["cells"]
     assert {(c["dataset"], c["form"], c["threads"], c["cache"]) for c in cells} == {
-        (d, f, t, s) for d in ("mnist", "cifar10") for f, t in (("lmdb", 1), ("images", 1), ("images", 2))
+        (d, f, t, s) for d in ("mnist", "cifar10")
+        for f, t in (("lmdb", 1), ("lmdb-coalesced", 1), ("images", 1), ("images", 2))
         for s in ("warm", "cold")}
     for c in cells:  # a cold cell of 400 images is over in milliseconds: its CPU may round to 0 ticks
         assert c["images"] > 0 and c["seconds"] > 0 and (c["cpu_seconds"] > 0 or c["cache"] == "cold"), c
