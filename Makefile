@@ -29,7 +29,7 @@ help:
 	@echo "                     and Redis, ranked, with what stopped each (DATASET=cifar10 ACCEL=titanx2016 ...)"
 	@echo "make peers           an optional environment (.venv-peers) with NVIDIA DALI 2.4 and PyTorch 2.13, CPU builds"
 	@echo "make peers-compare   Caffe's data path beside DALI and PyTorch's DataLoader on the same LMDB and PNGs, warm and"
-	@echo "                     cold (benchmarks/peers.py, PEERS_ARGS=\"--datasets mnist --rounds 1\"; ~40 min as it is)"
+	@echo "                     cold (benchmarks/peers.py, PEERS_ARGS=\"--datasets mnist --rounds 1\"; ~30 min as it is)"
 	@echo "make report          figures and tables for every results folder (results/, results/h100/, ...)"
 	@echo "make calibration     the emulated machines' fitted values checked against their named cells, and the"
 	@echo "                     fidelity table (results/calibration/fidelity.md): every real cell and paper finding vs ours"
