@@ -76,21 +76,11 @@ def row_label(loader, form, threads):
 def transform_spec(dataset, data_root, tmp):
     """The net's transform in training, as the peers' CaffeTransform and DALI take it; the
     mean.binaryproto written as .npy (the peers' environment has no pycaffe)."""
-    from caffe.proto import caffe_pb2
     t, mean = dataset.model.transform, None
     if t.mean_file:
-        blob = caffe_pb2.BlobProto()
-        blob.ParseFromString((data_root / dataset.name / "mean.binaryproto").read_bytes())
         mean = tmp / f"{dataset.name}-mean.npy"
-        np.save(mean, np.asarray(blob.data, np.float32).reshape(blob.channels, blob.height, blob.width))
+        np.save(mean, build.read_mean(data_root / dataset.name / "mean.binaryproto"))
     return {"scale": t.scale, "crop": t.crop_size, "mirror": t.mirror, "mean": str(mean) if mean else None}
-
-
-def stored_shape(lmdb_dir):
-    import lmdb
-    from data_prep.backends.datum import decode
-    with lmdb.open(str(lmdb_dir), readonly=True, lock=False) as env, env.begin() as txn:
-        return list(decode(next(iter(txn.cursor()))[1])[1].shape)
 
 
 def cell_files(data_root, dataset, form, count):
@@ -141,10 +131,10 @@ def measure(a, dataset, row, cache_state, round_no, tmp):
     loader, form, threads = row
     data_root = Path(a.data)
     batch = dataset.model.batch
-    count = (min(a.images or IMAGES[dataset.name], _train_count(data_root, dataset)) // batch) * batch
+    count = (min(a.images or IMAGES[dataset.name], _train_split(data_root, dataset).count) // batch) * batch
     # warm cells read on past `count` for at least --min-seconds, into the rest of the split (all
     # of it warm); a cold cell reads its `count` images once
-    records = _train_count(data_root, dataset) if cache_state == "warm" else count
+    records = _train_split(data_root, dataset).count if cache_state == "warm" else count
     files = cell_files(data_root, dataset, form, records)
     how, resident = cache.set_and_measure(cache_state, files)
     cell = dict(dataset=dataset.name, loader=loader, form=form, threads=threads, cache=cache_state,
@@ -163,8 +153,9 @@ def measure(a, dataset, row, cache_state, round_no, tmp):
     return cell
 
 
-def _train_count(data_root, dataset):
-    return build.load_manifest(data_root / dataset.name, "lmdb").splits["train"].count
+def _train_split(data_root, dataset):
+    """The train split as the LMDB's manifest describes it (count, C x H x W as stored)."""
+    return build.load_manifest(data_root / dataset.name, "lmdb").splits["train"]
 
 
 def median_range(values):
@@ -288,7 +279,7 @@ def run_all(a, wanted, caches):
     for name in names:
         build.prepare_missing(name, sorted(set(FORMS.values())), a.data, log=lambda m: print(m, file=sys.stderr))
     a.transforms = {n: transform_spec(datasets.get(n), Path(a.data), tmp) for n in names}
-    a.shapes = {n: stored_shape(Path(a.data) / n / "lmdb" / "train_lmdb") for n in names}
+    a.shapes = {n: list(_train_split(Path(a.data), datasets.get(n)).shape) for n in names}
     plan = rows(wanted, a.threads)
     total, done, started, cells = len(names) * len(plan) * len(caches) * a.rounds, 0, time.time(), []
     for round_no in range(a.rounds):

@@ -18,6 +18,8 @@ import signal
 import subprocess
 import time
 
+from experiments import training
+
 PREFIX = "imgstore-"
 SUBNET = "10.213.0"   # /24 inside the switch namespace: servers .1 up, clients .101 up
 BRIDGE = "br0"
@@ -74,11 +76,6 @@ def remove_abandoned():
     return gone
 
 
-def _die_with_parent():
-    import ctypes
-    ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-
-
 class Hosts:
     """`servers` + `clients` namespaces on one bridge; names server-0.., client-0.."""
 
@@ -107,7 +104,7 @@ class Hosts:
 
     def start(self, host, argv, **popen):
         """A process inside `host`, stopped on leaving (and killed with this process)."""
-        p = subprocess.Popen(self.command(host, argv), preexec_fn=_die_with_parent, **popen)
+        p = subprocess.Popen(self.command(host, argv), preexec_fn=training.child_setup(), **popen)
         self.processes.append(p)
         return p
 

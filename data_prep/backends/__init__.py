@@ -115,13 +115,14 @@ class Backend:
         raise NotImplementedError
 
     def write_data_net(self, path, dest, dataset, batch, phase, read_options=None, mean_file=None, transform=True,
-                       **source):
+                       source=None):
         """A net of this backend's data layer alone (the data path without a model) written to
         `path`, as the benchmarks read through it; transform=False leaves out transform_param
-        (what the reader alone costs); source=... (Data layers) reads another database."""
+        (what the reader alone costs); source (Data layers only) reads another database."""
         import caffe
         n = caffe.NetSpec()
-        n.data, n.label = self.data_layer(dest, dataset, mean_file, read_options, **source)(batch, phase)
+        layer = self.data_layer(dest, dataset, mean_file, read_options, **({"source": source} if source else {}))
+        n.data, n.label = layer(batch, phase)
         if not transform:
             n.data.fn.params.pop("transform_param", None)
         Path(path).write_text(str(n.to_proto()))
