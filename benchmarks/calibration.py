@@ -56,6 +56,7 @@ STOCK_OF = {"mnist", "cifar10"}  # datasets whose stock solver the table knows (
 # (dataset, test batches per pass, passes) as the stock solvers run them, for the paper's cells
 STOCK = {"lenet": dict(iters=10_000, test_iter=100, passes=21, batch=64, test_batch=100, shape=(1, 28, 28)),
          "cifar10_quick": dict(iters=5_000, test_iter=100, passes=11, batch=100, test_batch=100, shape=(3, 32, 32))}
+TEST_INTERVAL = 500  # both stock solvers' test_interval
 
 
 @dataclass
@@ -300,16 +301,28 @@ PRE_CALIBRATION = "results/ci-2core-emulated-h100"  # the same cells on another 
 DECODER = "results/ci-2core-decoder/decoder.json"  # benchmarks/decoder.py: the two OpenCV builds, same files
 
 
+def images_read(dataset, iterations=None):
+    """Images a run of the stock solver reads, cut to `iterations` where it was (test passes at
+    iteration 0 and every 500, as both stock solvers test)."""
+    s = STOCK[NET_OF[dataset]]
+    iterations = iterations or s["iters"]
+    return iterations * s["batch"] + (iterations // TEST_INTERVAL + 1) * s["test_iter"] * s["test_batch"]
+
+
+def data_path_us_per_image(r):
+    """µs of CPU the data path (prefetch thread and its decode pool) spent per image in one run."""
+    threads = (r.process or {}).get("thread_cpu_seconds", {})
+    cpu = threads.get(proctrack.PREFETCH, 0) + threads.get(proctrack.DECODE, 0)
+    return 1e6 * cpu / images_read(r.dataset, r.iterations_setting) if cpu else None
+
+
 def prefetch_us_per_image(folder, dataset, backend, cache):
     """(µs of data-prefetch thread CPU per image a stock run reads, the CPU model) over ok runs."""
-    s = STOCK[NET_OF[dataset]]
-    images = s["iters"] * s["batch"] + s["passes"] * s["test_iter"] * s["test_batch"]
     rs = [r for r in record.load([ROOT / folder]) if r.ok and (r.dataset, r.backend, r.cache) == (dataset, backend, cache)
-          and not r.read_options and (r.process or {}).get("thread_cpu_seconds", {}).get(proctrack.PREFETCH)]
+          and not r.read_options and not r.iterations_setting and data_path_us_per_image(r)]
     if not rs:
         return None
-    return (1e6 * statistics.mean(r.process["thread_cpu_seconds"][proctrack.PREFETCH] for r in rs) / images,
-            (rs[0].environment or {}).get("cpu_model"))
+    return statistics.mean(data_path_us_per_image(r) for r in rs), (rs[0].environment or {}).get("cpu_model")
 
 
 def decoder_note(dataset):
@@ -347,11 +360,12 @@ def h100_caveat(backend, cache, device_mib, decode=None):
     return "; ".join(notes)
 
 
-def host_probe(folder):
-    """Median images/s of the CPU probe in a folder's ok records (monitor/cpu_probe.py), or None
-    where its runs predate the probe: how fast that host's cores run Caffe's image path."""
-    rates = [cpu_probe.rate(r.environment) for r in record.load([ROOT / folder])
-             if r.ok and cpu_probe.rate(r.environment)] if (ROOT / folder).exists() else []
+def host_probe(folder, work=cpu_probe.PIXELS):
+    """Median images/s of one work of the CPU probe in a folder's ok records (monitor/cpu_probe.py),
+    or None where its runs predate the probe (or that work): how fast that host's cores run
+    Caffe's image path."""
+    rates = [cpu_probe.rate(r.environment, work) for r in record.load([ROOT / folder])
+             if r.ok and cpu_probe.rate(r.environment, work)] if (ROOT / folder).exists() else []
     return statistics.median(rates) if rates else None
 
 
@@ -361,32 +375,97 @@ def scaled_to_host(ours_seconds, compute_seconds, ours_probe, real_probe):
     return max(compute_seconds or 0, ours_seconds * ours_probe / real_probe)
 
 
-def same_host_rows(folder):
-    """The GPU step (device/gpu_calibrate.py): real GPU against the emulated H100 on one host, per
-    cell: both sides share the host's cores, disk and page cache, so a difference is the emulation's."""
-    real_runs, emulated_runs = {}, {}
-    for r in record.load([ROOT / folder]) if (ROOT / folder).exists() else []:
-        if r.ok:
-            side = emulated_runs if (r.compute or {}).get("mode") == "emulated" else real_runs
-            side.setdefault((r.dataset, r.backend, r.cache, r.iterations_setting), []).append(r)
-    def seconds(rs):
-        values = [x.solver_seconds for x in rs]
-        mean = statistics.mean(values)
-        return mean, (max(values) - min(values)) / mean
+def gpu_step_folders():
+    """The results folders of GPU steps (device/gpu_calibrate.py, and calls after it on the same
+    loan): results/<gpu>-calibrate and results/<gpu>-calibrate-<what>, oldest first."""
+    found = [p for p in (ROOT / "results").glob("*-calibrate*") if p.is_dir() and any(p.glob("*/records.jsonl"))]
+    return [str(p.relative_to(ROOT)) for p in sorted(found, key=lambda p: p.name)]
 
+
+def cell_key(r):
+    """(dataset, backend, cache, iterations asked, read options) of a cut-iterations run."""
+    return r.dataset, r.backend, r.cache, r.iterations_setting, tuple(sorted((r.read_options or {}).items()))
+
+
+def cell_order(key):
+    """Cells as listed: by dataset, backend, cache, iterations; without read options first."""
+    return str(key[:4]), key[4]
+
+
+def cell_label(key):
+    dataset, backend, cache, iterations, options = key
+    return (f"{dataset} {backend} {cache}, {iterations or 'stock'} iterations"
+            + "".join(f", {k} {v}" for k, v in options))
+
+
+def by_side(folder):
+    """{cell_key: runs} of a folder's ok runs: (real GPU, emulated)."""
+    real, emulated = {}, {}
+    for r in record.load([ROOT / folder]) if (ROOT / folder).exists() else []:
+        if r.ok and not r.concurrent:
+            side = emulated if (r.compute or {}).get("mode") == "emulated" else real
+            side.setdefault(cell_key(r), []).append(r)
+    return real, emulated
+
+
+def seconds(runs):
+    """(mean solver seconds, spread (max - min) / mean) of runs."""
+    values = [x.solver_seconds for x in runs]
+    mean = statistics.mean(values)
+    return mean, (max(values) - min(values)) / mean
+
+
+def paired_row(key, real, ours):
+    (real_s, real_spread), (ours_s, ours_spread) = seconds(real), seconds(ours)
+    aus = [x.au for x in ours if x.au is not None]
+    return {"cell": cell_label(key), "reference": round(real_s, 2), "reference_n": len(real),
+            "reference_spread": round(real_spread, 3), "ours": round(ours_s, 2), "ours_n": len(ours),
+            "ours_spread": round(ours_spread, 3), "ratio": round(ours_s / real_s, 3),
+            "bound": bound(statistics.mean(aus) if aus else None), "use": "prediction",
+            "gpu": (real[0].environment or {}).get("gpu_model")}
+
+
+def same_host_rows(folders):
+    """The GPU steps: real GPU against the emulated H100 on one host, per cell: both sides share
+    the host's cores, disk and page cache, so a difference is the emulation's."""
     rows = []
-    for key in sorted(real_runs):
-        real, ours = real_runs[key], emulated_runs.get(key, [])
-        if not ours:
-            continue
-        (real_s, real_spread), (ours_s, ours_spread) = seconds(real), seconds(ours)
-        aus = [x.au for x in ours if x.au is not None]
-        rows.append({"cell": f"{key[0]} {key[1]} {key[2]}, {key[3]} iterations", "reference": round(real_s, 2),
-                     "reference_n": len(real), "reference_spread": round(real_spread, 3),
-                     "ours": round(ours_s, 2), "ours_n": len(ours), "ours_spread": round(ours_spread, 3),
-                     "ratio": round(ours_s / real_s, 3), "bound": bound(statistics.mean(aus) if aus else None),
-                     "use": "prediction", "gpu": (real[0].environment or {}).get("gpu_model"),
-                     "probe": host_probe(folder)})
+    for folder in folders:
+        real_runs, emulated_runs = by_side(folder)
+        for key in sorted(real_runs, key=cell_order):
+            if emulated_runs.get(key):
+                rows.append(dict(paired_row(key, real_runs[key], emulated_runs[key]),
+                                 folder=folder, probe=host_probe(folder)))
+    return rows
+
+
+def cross_host_rows(real_folders, ours_folder):
+    """The emulated H100 on this machine against the real GPU of a GPU step, cell by cell (the same
+    cut iterations): the data path's host differs, so a data-path-bound cell is scaled by the two
+    hosts' CPU probes of the work its images are like (cpu_probe.WORK_OF; judged only where both
+    hosts have it), the pixel work's scaling and the data path's own CPU per image on each host
+    shown beside."""
+    _, ours_runs = by_side(ours_folder)
+    rows = []
+    for folder in real_folders:
+        real_runs, there_emulated = by_side(folder)
+        for key in sorted(real_runs, key=cell_order):
+            ours = ours_runs.get(key)
+            if not ours:
+                continue
+            work = cpu_probe.WORK_OF[key[0]]
+            probes = {w: (host_probe(ours_folder, w), host_probe(folder, w)) for w in (cpu_probe.PIXELS, work)}
+            row = dict(paired_row(key, real_runs[key], ours), folder=folder, work=work,
+                       probes={w: list(v) for w, v in probes.items()})
+            here = statistics.mean(filter(None, map(data_path_us_per_image, ours)))
+            there = statistics.mean(filter(None, map(data_path_us_per_image, real_runs[key] + there_emulated.get(key, []))))
+            row.update(us_here=round(here, 1), us_there=round(there, 1), raw_ratio=row["ratio"])
+            if row["bound"] == "data path":
+                scale = {w: h / t if h and t else None for w, (h, t) in probes.items()}
+                row["pixel_scaled"] = round(scale[cpu_probe.PIXELS] * row["raw_ratio"], 3) \
+                    if scale[cpu_probe.PIXELS] else None
+                row["ratio"] = round(scale[work] * row["raw_ratio"], 3) if scale[work] else row["raw_ratio"]
+                row["host"] = None if scale[work] else "unknown"
+            rows.append(row)
     return rows
 
 
@@ -590,7 +669,50 @@ def judged(r):
     return f"ratio {r['ratio']}" if r["ratio"] else "-"
 
 
-def tables(h100, paper, h100_folder, paper_folder, caveats=True, same_host=None, same_host_folder=None):
+def probe_words(probe):
+    return f"{probe:.0f}" if probe else "not measured"
+
+
+def same_host_table(rows):
+    lines = ["**Real GPU against the emulated H100 on the same host** (the GPU steps: `" +
+             "`, `".join(sorted({r['folder'] for r in rows})) + "`; host CPU probe: images/s per core, the median of "
+             "the folder's records). The host's cores, disk and page cache are shared, so what differs is the "
+             "emulation; a compute-bound row also holds the H100's fitted compute against this GPU. Solver seconds, "
+             "iterations cut to fit a loan; goal within 15%.", "",
+             "| cell | GPU (host probe) | real s (n, spread) | emulated s (n, spread) | emulated / real | bound | verdict |",
+             "|---|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['cell']} | {r['gpu']} ({probe_words(r['probe'])}) | {r['reference']} ({r['reference_n']}, "
+                     f"{r['reference_spread']:.1%}) | {r['ours']} ({r['ours_n']}, {r['ours_spread']:.1%}) | "
+                     f"{r['ratio']} | {r['bound'] or '-'} | {verdict(r, 1.15)} |")
+    return lines + ["", summary(rows, 1.15)]
+
+
+def cross_host_table(rows, here_folder):
+    lines = [f"**The emulated H100 on this machine** (`{here_folder}`) **against the real GPU of a GPU step** "
+             "(the same cells, the same cut iterations). The data path runs on different hosts: a data-path-bound "
+             "row is held after scaling ours by the two hosts' CPU probes (ours x probe here / probe there) of the "
+             "work its images are like (`monitor/cpu_probe.py`: the per-file work for MNIST and CIFAR-10, the pixel "
+             "work for ImageNet), and judged only where both hosts have that probe. Beside it: the same scaling by "
+             "the pixel work, and the measured factor, the data path's own CPU per image (prefetch thread and "
+             "decode pool, µs) on each host. Probes: images/s per core, here / there. Goal within 15%.", "",
+             "| cell | real GPU there | real s (n) | emulated here s (n) | here / there | pixel probes | scaled by "
+             "them | per-file probes | scaled by them | data path µs per image here / there | verdict |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        pixels = r["probes"][cpu_probe.PIXELS]
+        files = r["probes"].get(cpu_probe.FILES, [None, None])
+        scaled_files = r["ratio"] if r.get("work") == cpu_probe.FILES and r.get("host") is None and \
+            r["ratio"] != r["raw_ratio"] else "-"
+        lines.append(f"| {r['cell']} | {r['gpu']} | {r['reference']} ({r['reference_n']}) | {r['ours']} ({r['ours_n']}) "
+                     f"| {r['raw_ratio']} | {probe_words(pixels[0])} / {probe_words(pixels[1])} | "
+                     f"{r.get('pixel_scaled') or '-'} | {probe_words(files[0])} / {probe_words(files[1])} | "
+                     f"{scaled_files} | {r['us_here']} / {r['us_there']} = {r['us_here'] / r['us_there']:.2f} | "
+                     f"{verdict(r, 1.15)} |")
+    return lines + ["", summary(rows, 1.15)]
+
+
+def tables(h100, paper, h100_folder, paper_folder, caveats=True, same_host=None, cross_host=None, here_folder=None):
     """The fidelity tables in markdown; without the caveat column for the README."""
     extra, rule = (" known differences |", "---|") if caveats else ("", "")
     lines = [f"**Emulated H100** (`{h100_folder}`, this machine) **against the real H100** (`results/h100`, one run "
@@ -606,18 +728,9 @@ def tables(h100, paper, h100_folder, paper_folder, caveats=True, same_host=None,
                      f"{r.get('bound') or '-'} | {r['use']} | {verdict(r, 1.15)} |" + (f" {r['caveat'] or '-'} |" if caveats else ""))
     lines += ["", summary(h100, 1.15)]
     if same_host:
-        lines += ["", f"**Real GPU against the emulated H100 on the same host** (`{same_host_folder}`: "
-                  f"{same_host[0]['gpu']}, host CPU probe " + (f"{same_host[0]['probe']:.0f} images/s per core, the median "
-                  "of its records" if same_host[0]['probe'] else "not measured") + "). "
-                  "The host's cores, disk and page cache are shared, so what differs is the emulation; a compute-bound "
-                  "row also holds the H100's fitted compute against this GPU. Solver seconds; goal within 15%.", "",
-                  "| cell | real s (n, spread) | emulated s (n, spread) | emulated / real | bound | verdict |",
-                  "|---|---|---|---|---|---|"]
-        for r in same_host:
-            lines.append(f"| {r['cell']} | {r['reference']} ({r['reference_n']}, {r['reference_spread']:.1%}) | "
-                         f"{r['ours']} ({r['ours_n']}, {r['ours_spread']:.1%}) | {r['ratio']} | {r['bound'] or '-'} | "
-                         f"{verdict(r, 1.15)} |")
-        lines += ["", summary(same_host, 1.15)]
+        lines += [""] + same_host_table(same_host)
+    if cross_host:
+        lines += [""] + cross_host_table(cross_host, here_folder)
     lines += ["", f"**Emulated 2016 machine** (`{paper_folder}`, this machine) **against the paper**. Ratios of "
               "wall seconds (the paper's figures), and the paper's stated seconds. A finding 'X is N times / N% "
               "slower' is held as an effect: (ours - 1) / (paper - 1), goal "
@@ -634,17 +747,12 @@ def tables(h100, paper, h100_folder, paper_folder, caveats=True, same_host=None,
     return "\n".join(lines) + "\n"
 
 
-def markdown(h100, paper, h100_folder, paper_folder, same_host=None, same_host_folder=None):
+def markdown(h100, paper, h100_folder, paper_folder, same_host=None, cross_host=None, here_folder=None):
     return ("# Fidelity of the emulated machines\n\n"
             "Written by `benchmarks/calibration.py table`. A fitted cell agrees by construction and is no "
             "evidence; every other row is a prediction held against a measurement it was not fitted on.\n\n"
-            + tables(h100, paper, h100_folder, paper_folder, same_host=same_host, same_host_folder=same_host_folder))
-
-
-def newest_gpu_step():
-    """The newest results/<gpu>-calibrate folder device/gpu_calibrate.py wrote, or None."""
-    found = sorted((p for p in (ROOT / "results").glob("*-calibrate") if p.is_dir()), key=lambda p: p.stat().st_mtime)
-    return str(found[-1].relative_to(ROOT)) if found else None
+            + tables(h100, paper, h100_folder, paper_folder, same_host=same_host, cross_host=cross_host,
+                     here_folder=here_folder))
 
 
 README_BEGIN = "<!-- fidelity tables: written by benchmarks/calibration.py table --readme -->"
@@ -653,18 +761,20 @@ README_END = "<!-- end of fidelity tables -->"
 
 def cmd_table(a):
     h100, paper = h100_rows(a.h100), paper_rows(a.paper2016)
-    same_folder = a.same_host or newest_gpu_step()
-    same = same_host_rows(same_folder) if same_folder else []
+    steps = a.same_host.split(",") if a.same_host else gpu_step_folders()
+    same = same_host_rows(steps)
+    cross = cross_host_rows(steps, a.here) if a.here else []
     out = ROOT / a.out
     out.mkdir(parents=True, exist_ok=True)
     (out / "fidelity.json").write_text(json.dumps({"h100": h100, "paper2016": paper, "same_host": same,
+                                                   "cross_host": cross,
                                                    "folders": {"h100": a.h100, "paper2016": a.paper2016,
-                                                               "same_host": same_folder}}, indent=1))
-    text = markdown(h100, paper, a.h100, a.paper2016, same, same_folder)
+                                                               "same_host": steps, "here": a.here}}, indent=1))
+    text = markdown(h100, paper, a.h100, a.paper2016, same, cross, a.here)
     (out / "fidelity.md").write_text(text)
     if a.readme:
         readme.replace_block(README_BEGIN, README_END, tables(h100, paper, a.h100, a.paper2016, caveats=False,
-                                                              same_host=same, same_host_folder=same_folder))
+                                                              same_host=same, cross_host=cross, here_folder=a.here))
     print(text)
     return 0
 
@@ -680,8 +790,10 @@ def main(argv=None):
                    help="emulated-h100 records to hold against results/h100")
     t.add_argument("--paper2016", default="results/ci-2core-paper2016-calibrated",
                    help="emulated-2016 records to hold against the paper")
-    t.add_argument("--same-host", help="the GPU step's records: real GPU and emulated H100 on one host "
-                   "(default: the newest results/*-calibrate)")
+    t.add_argument("--same-host", help="the GPU steps' records, comma-separated folders: real GPU and emulated H100 "
+                   "on one host (default: every results/*-calibrate*)")
+    t.add_argument("--here", default="results/ci-2core-gpu-step-cells",
+                   help="the GPU steps' cells run emulated on this machine, to hold against their real GPU runs")
     t.add_argument("--out", default="results/calibration")
     t.add_argument("--readme", action="store_true", help="also write the tables (without caveats) into README.md")
     a = ap.parse_args(argv)

@@ -10,7 +10,8 @@ What it measures, in this order, each step only while the time left allows it:
   1. the data: MNIST (LMDB, image files) from the carried Fashion-MNIST, CIFAR-10 image files
      (the generated stand-in), prepared on the machine's own disk
   2. the host's CPU probe (monitor/cpu_probe.cpp), three times: how fast one core of this GPU
-     host decodes and transforms an image, the number that scales image-file cells between hosts
+     host decodes and transforms a large image (pixel work) and reads small image files (per-file
+     work), the numbers that scale image-file cells between hosts
   3. benchmarks/gpu_time.py --train: each stock net on constant data, no I/O (the compute ceiling)
   4. three cells, real GPU against the emulated H100 on the same host, n = 3, interleaved
      (repeat by repeat, which of the two goes first alternating): MNIST LMDB warm (compute-bound:
@@ -47,7 +48,8 @@ EMULATED = "h100"             # the profile under test (models/accelerators.json
 CARRY_LIMIT_MIB = 64          # what the device tool sends: tracked tree + carried folders
 
 # (dataset, backend, iterations, seconds one run takes on the GPU host, run.py's start-up and
-# warming included): as measured on the H200 host, 2026-11-26 (results/h200-calibrate/calibrate.json)
+# warming included): as measured on the H200 host, 2026-11-26 (results/h200-calibrate/calibrate.json);
+# the H100 host of the same day took 9-23 s per run, 357 s for the whole plan (results/h100-calibrate)
 CELLS = [("mnist", "lmdb", 5000, 10), ("mnist", "images", 5000, 22), ("cifar10", "images", 1500, 21)]
 GPU_TIME_TRAIN = "mnist=2000,cifar10=2000,imagenet=40"
 
@@ -93,7 +95,7 @@ def make_plan(results, data, python=sys.executable):
                                "--out", str(data), "--quiet"], 10),
         Step("prepare cifar10", [python, prepare, "cifar10", "images", "--out", str(data), "--quiet"], 12),
         Step("cpu probe", [python, "-m", "monitor.cpu_probe", "--repeats", "3",
-                           "--json", str(Path(results) / "benchmarks" / "cpu_probe.json")], 5),
+                           "--json", str(Path(results) / "benchmarks" / "cpu_probe.json")], 7),
         Step("gpu_time", [python, str(ROOT / "benchmarks" / "gpu_time.py"), "--gpu", "0", "--iterations", "20",
                           "--train", GPU_TIME_TRAIN, "--json", str(Path(results) / "benchmarks" / "gpu_time.json")], 30),
     ]

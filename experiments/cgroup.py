@@ -1,10 +1,11 @@
 """Resource limits for a training process through a cgroup, v2 or v1 behind one interface:
-memory (the page cache is charged to it, so it bounds what can be cached), a cpuset, and read
-IOPS / bytes per second on the block device holding the data.
+memory (the page cache is charged to it, so it bounds what can be cached), a cpuset, a CPU
+quota (cores' worth of CPU time per period, shared by all the run's threads), and read IOPS /
+bytes per second on the block device holding the data.
 
-  v2: memory.max, cpuset.cpus, io.max "MAJ:MIN riops=N rbps=N"
-  v1: memory.limit_in_bytes, cpuset.cpus (+ cpuset.mems), blkio.throttle.read_iops_device /
-      read_bps_device, each in its controller's own hierarchy
+  v2: memory.max, cpuset.cpus, cpu.max "QUOTA PERIOD", io.max "MAJ:MIN riops=N rbps=N"
+  v1: memory.limit_in_bytes, cpuset.cpus (+ cpuset.mems), cpu.cfs_quota_us / cfs_period_us,
+      blkio.throttle.read_iops_device / read_bps_device, each in its controller's own hierarchy
 
 A machine profile's limits (experiments.machines) start the Limits; runs under values other
 than its own (an earlier fit, or an override) are labelled "NAME modified" by Limits.from_record.
@@ -18,7 +19,8 @@ from experiments import machines
 
 CGROUP_ROOT = Path(os.environ.get("IMGSTORE_CGROUP_ROOT", "/sys/fs/cgroup"))
 
-KNOBS = ("mem_bytes", "cpus", "riops", "rbps")
+KNOBS = ("mem_bytes", "cpus", "cpu_quota", "riops", "rbps")
+CPU_PERIOD_US = 100_000
 
 
 class CgroupError(RuntimeError):
@@ -29,6 +31,7 @@ class CgroupError(RuntimeError):
 class Limits:
     mem_bytes: int = None
     cpus: int = None
+    cpu_quota: float = None    # cores' worth of CPU time, all threads together (0.5: half of one core)
     riops: int = None
     rbps: int = None
     profile: str = None        # set only when every value of the profile was applied as it is
@@ -39,9 +42,12 @@ class Limits:
         return any(getattr(self, k) is not None for k in KNOBS)
 
     @classmethod
-    def from_args(cls, mem=None, cpus=None, riops=None, rbps=None, profile=None, mem_per_solver=None):
+    def from_args(cls, mem=None, cpus=None, riops=None, rbps=None, profile=None, mem_per_solver=None,
+                  cpu_quota=None):
+        if cpu_quota is not None and not cpu_quota > 0:
+            raise CgroupError(f"a CPU quota is a positive number of cores, not {cpu_quota}")
         values = dict(machines.get(profile).limits) if profile else {}
-        asked = dict(mem_bytes=parse_size(mem) if mem else None, cpus=cpus, riops=riops, rbps=rbps,
+        asked = dict(mem_bytes=parse_size(mem) if mem else None, cpus=cpus, cpu_quota=cpu_quota, riops=riops, rbps=rbps,
                      mem_per_solver_bytes=parse_size(mem_per_solver) if mem_per_solver else None)
         values.update({k: v for k, v in asked.items() if v is not None})
         if values.get("mem_per_solver_bytes") and not values.get("mem_bytes"):
@@ -85,6 +91,8 @@ class Limits:
         parts = []
         if self.cpus:
             parts.append(f"{self.cpus} cores")
+        if self.cpu_quota:
+            parts.append(f"CPU quota {self.cpu_quota:g} cores")
         if self.mem_bytes:
             parts.append(f"{self.mem_bytes / 2**30:g} GiB" + (
                 f" + {self.mem_per_solver_bytes / 2**30:g} GiB per further solver" if self.mem_per_solver_bytes else ""))
@@ -151,6 +159,18 @@ class Group:
         now = self.read_counts()
         return {k: now[k] - self._reads_at_limit[k] for k in now}
 
+    def cpu_throttling(self):
+        """{"periods", "throttled_periods", "throttled_seconds"} under the CPU quota so far (its
+        cpu.stat); None without a quota."""
+        path = next((p for p in self.paths if self.version == "v2" or p.parent.parent.name == "cpu"), None)
+        if path is None or not any(k in self.applied for k in ("cpu.max", "cpu.cfs_quota_us")):
+            return None
+        stat = dict(line.split() for line in (path / "cpu.stat").read_text().splitlines() if len(line.split()) == 2)
+        throttled = int(stat.get("throttled_usec", 0)) / 1e6 if self.version == "v2" else \
+            int(stat.get("throttled_time", 0)) / 1e9
+        return {"periods": int(stat.get("nr_periods", 0)), "throttled_periods": int(stat.get("nr_throttled", 0)),
+                "throttled_seconds": round(throttled, 3)}
+
     def enter(self):  # runs in the child between fork and exec
         for path in self.paths:
             (path / "cgroup.procs").write_text(str(os.getpid()))
@@ -197,7 +217,7 @@ def _write(path, value, group=None):
 def _create_v2(limits, name, device):
     parent = CGROUP_ROOT / "imgstore"
     parent.mkdir(exist_ok=True)
-    for controller in ("memory", "cpuset", "io"):
+    for controller in ("memory", "cpuset", "cpu", "io"):
         for level in (CGROUP_ROOT, parent):
             _write(level / "cgroup.subtree_control", f"+{controller}")
     path = parent / name
@@ -218,6 +238,8 @@ def _limit_v2(group, path, limits, device):
             _write(path / "memory.swap.max", 0, group)
     if limits.cpus:
         _write(path / "cpuset.cpus", _cpu_list(limits.cpus), group)
+    if limits.cpu_quota:
+        _write(path / "cpu.max", f"{_quota_us(limits.cpu_quota)} {CPU_PERIOD_US}", group)
     if limits.riops or limits.rbps:
         parts = [device] + ([f"riops={limits.riops}"] if limits.riops else []) + \
             ([f"rbps={limits.rbps}"] if limits.rbps else [])
@@ -225,7 +247,8 @@ def _limit_v2(group, path, limits, device):
 
 
 def _create_v1(limits, name, device):
-    wanted = {"memory": limits.mem_bytes, "cpuset": limits.cpus, "blkio": limits.riops or limits.rbps}
+    wanted = {"memory": limits.mem_bytes, "cpuset": limits.cpus, "cpu": limits.cpu_quota,
+              "blkio": limits.riops or limits.rbps}
     group = Group([], "v1")
     try:
         for controller, needed in wanted.items():
@@ -251,11 +274,18 @@ def _make_v1(group, controller, limits, name, device):
         _write(path / "cpuset.cpus", _cpu_list(limits.cpus), group)
     elif controller == "memory":
         _write(path / "memory.limit_in_bytes", limits.mem_bytes, group)
+    elif controller == "cpu":
+        _write(path / "cpu.cfs_period_us", CPU_PERIOD_US, group)
+        _write(path / "cpu.cfs_quota_us", _quota_us(limits.cpu_quota), group)
     else:
         if limits.riops:
             group.read_limits.append((path / "blkio.throttle.read_iops_device", f"{device} {limits.riops}"))
         if limits.rbps:
             group.read_limits.append((path / "blkio.throttle.read_bps_device", f"{device} {limits.rbps}"))
+
+
+def _quota_us(cores):
+    return max(1000, round(cores * CPU_PERIOD_US))  # the kernel refuses quotas under 1 ms
 
 
 def _cpu_list(cpus):
@@ -267,7 +297,7 @@ def remove_abandoned():
     before it could remove them); returns their paths. Does nothing without the right to."""
     v = version()
     parents = ([CGROUP_ROOT / "imgstore"] if v == "v2" else
-               [CGROUP_ROOT / c / "imgstore" for c in ("memory", "cpuset", "blkio")] if v == "v1" else [])
+               [CGROUP_ROOT / c / "imgstore" for c in ("memory", "cpuset", "cpu", "blkio")] if v == "v1" else [])
     removed = []
     for parent in parents:
         for path in sorted(p for p in parent.glob("*") if p.is_dir()) if parent.is_dir() else []:
@@ -314,5 +344,5 @@ def create(limits, name, location, limit_reads_now=True):
 
 def _refused(v, e):
     return CgroupError(f"cannot set limits through cgroup {v} at {CGROUP_ROOT} ({e.strerror}: {e.filename}); "
-                       "--mem-limit/--cpus/--riops/--profile need root and a writable cgroup "
+                       "--mem-limit/--cpus/--cpu-quota/--riops/--profile need root and a writable cgroup "
                        "(docker: --privileged --cgroupns=host)")

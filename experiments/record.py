@@ -115,12 +115,19 @@ class Record:
         solver = threads.get(proctrack.SOLVER, 0) / self.solver_seconds
         paced, riops = ((self.limits or {}).get("throttled_reads") or {}), (self.limits or {}).get("riops")
         iowait = (self.monitor or {}).get("cpu_iowait_mean") or 0
+        quota, throttling = (self.limits or {}).get("cpu_quota"), (self.limits or {}).get("cpu_throttling") or {}
+        if quota and throttling.get("periods") and throttling["throttled_periods"] / throttling["periods"] >= 0.2:
+            return (f"the CPU quota ({quota:g} cores; throttled in "
+                    f"{throttling['throttled_periods'] / throttling['periods']:.0%} of its periods)")
+        decoders = (self.read_options or {}).get("decode_threads") or 1
         if prefetch >= 0.85:
-            return f"the prefetch thread's CPU (busy {prefetch:.0%} of the solver's time; one thread transforms every image)"
+            return (f"the prefetch thread's CPU (busy {prefetch:.0%} of the solver's time; " +
+                    ("one thread transforms every image)" if decoders == 1 else
+                     f"it decodes and transforms its share of each batch beside {decoders - 1} more threads)"))
         if layer in ("HDF5Data", "MemoryData"):
             copies = " and the host-to-device copies it makes" if (self.compute or {}).get("host_copy_latency_us") else ""
             return f"the solver thread, which reads the data{copies} ({layer}; its CPU {solver:.0%} of the solver's time)"
-        if paced.get("read_ios") and riops:
+        if paced.get("read_ios") and riops and paced["read_ios"] / riops >= 0.1 * self.solver_seconds:
             return f"the disk's read limit ({riops} IOPS; {paced['read_ios']:,} reads paced)"
         if iowait >= 10:
             return f"reads from the disk (iowait {iowait:.0f}% of the CPU)"

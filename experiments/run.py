@@ -75,6 +75,9 @@ def parser(full=True):
                    "beyond the first (e.g. 800M, a CaffeNet solver's own), so that the page cache keeps "
                    "one solver's share at every N"))
     p.add_argument("--cpus", type=int, help=rare("cores the training may use (cpuset)"))
+    p.add_argument("--cpu-quota", type=float, metavar="CORES",
+                   help=rare("CPU time the training may use, in cores' worth shared by all its threads "
+                             "(cgroup CPU quota; 0.5: half of one core): a slower host's CPU"))
     p.add_argument("--riops", type=int, help=rare("read IOPS limit on the data's disk"))
     p.add_argument("--rbps", type=int, help=rare("read bytes/s limit on the data's disk"))
     p.add_argument("--profile", choices=list(machines.PROFILES),
@@ -159,12 +162,16 @@ def _check_read_flags(cells, reading):
                           words="data on a {names} (backends: " + remote + ")")
 
 
+def limits_choice(a):
+    return Limits.from_args(a.mem_limit, a.cpus, a.riops, a.rbps, a.profile, a.mem_per_solver, a.cpu_quota)
+
+
 def recorded_runs(a, ok_only=True):
     """The records of a.dataset that ran the setup `a` asks: the same compute, limits,
     iterations, read and location options, and number of solvers. Successful ones only, unless
     ok_only is False; superseded ones never."""
     _, accelerator = compute_choice(a)
-    limits = Limits.from_args(a.mem_limit, a.cpus, a.riops, a.rbps, a.profile, a.mem_per_solver)
+    limits = limits_choice(a)
     reading = read_choice(a)
     return [r for r in recorded(a.out, a.dataset)
             if not r.superseded and (r.ok or not ok_only)
@@ -209,7 +216,7 @@ def main(argv=None):
     gpu, accelerator = compute_choice(a)
     from data_prep import build
     try:
-        limits = Limits.from_args(a.mem_limit, a.cpus, a.riops, a.rbps, a.profile, a.mem_per_solver)
+        limits = limits_choice(a)
         if a.concurrent < 1:
             raise datasets.SourceError("--concurrent must be at least 1")
         reading = read_choice(a)

@@ -297,7 +297,8 @@ def _shared_fields(run, how, resident, monitor, env):
         location=run.location.describe(), read_options=spec.read_options or None,
         limits=dict(spec.limits.as_dict(), cgroup=group.version if group else None,
                     applied=group.applied if group else None,
-                    throttled_reads=group.throttled_reads() if group else None),
+                    throttled_reads=group.throttled_reads() if group else None,
+                    cpu_throttling=group.cpu_throttling() if group else None),
         monitor=monitor, plan=spec.plan, environment=env)
 
 

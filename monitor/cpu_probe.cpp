@@ -2,16 +2,26 @@
 // goes into every record (environment.cpu_probe). Image-file cells are decode-bound, and two
 // machines of the same kind differed 2x in it, so a record must say how fast its host was.
 //
-// The work is fixed: one 256x256 colour image (made here, the same bytes on every machine),
-// PNG-encoded once at zlib level 3 (OpenCV's default, as data_prep writes PNGs), then for about
-// SECONDS: cv::imdecode (what Caffe's ImageData/Data layers call) and Caffe's DataTransformer
-// (CaffeNet's TRAIN transform: 227 crop, mirror, per-channel mean) into a float blob. One thread.
+// Two fixed works, one thread:
+//  - images_per_second (for SECONDS): one 256x256 colour image (made here, the same bytes on
+//    every machine), PNG-encoded once at zlib level 3 (OpenCV's default, as data_prep writes PNGs), then
+//    cv::imdecode (what Caffe's Data layer calls) and Caffe's DataTransformer (CaffeNet's TRAIN
+//    transform: 227 crop, mirror, per-channel mean) into a float blob: the pixel work.
+//  - small_files_per_second (for SECONDS / 2): 2,000 files of one 28x28 grey PNG (MNIST's shape)
+//    written to a new folder in $TMPDIR (or /tmp), so in the page cache, then read in turn as
+//    ImageData reads them (caffe::ReadImageToCVMat: cv::imread) and transformed as LeNet's (scale 1/256): the
+//    per-file work (path lookup, open, read, close) that dominates MNIST's and CIFAR-10's images,
+//    and that the first work hardly touches; two hosts can rank differently on the two.
 //
-//   cpu_probe [SECONDS]   prints one JSON line: images_per_second, seconds, images, work
+//   cpu_probe [SECONDS]   prints one JSON line: images_per_second, small_files_per_second, ...
+#include <unistd.h>
+
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
+#include <string>
 #include <vector>
 
 #include <opencv2/core/core.hpp>
@@ -20,6 +30,10 @@
 #include "caffe/blob.hpp"
 #include "caffe/common.hpp"
 #include "caffe/data_transformer.hpp"
+#include "caffe/util/io.hpp"
+
+using Clock = std::chrono::steady_clock;
+const int kSmallFiles = 2000;
 
 static cv::Mat FixedImage() {
   // smooth gradients with a small hash noise: compresses like a photograph, not like a flat field
@@ -36,6 +50,59 @@ static cv::Mat FixedImage() {
     }
   }
   return img;
+}
+
+static double Since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// Reads and transforms the small files in turn for `seconds`; images/s, or < 0 on a failure
+// (said on stderr). The folder and its files are removed whatever happens.
+static double SmallFilesPerSecond(double seconds) {
+  const char* tmp = std::getenv("TMPDIR");
+  std::string dir = std::string(tmp && *tmp ? tmp : "/tmp") + "/imgstore-cpu-probe-XXXXXX";
+  if (!mkdtemp(&dir[0])) {
+    std::perror("cpu_probe: mkdtemp");
+    return -1;
+  }
+  cv::Mat digit(28, 28, CV_8UC1);
+  for (int y = 0; y < 28; ++y) {
+    for (int x = 0; x < 28; ++x) {  // a ring, like a pen stroke on a dark ground
+      const int r2 = (x - 14) * (x - 14) + (y - 14) * (y - 14);
+      digit.at<uint8_t>(y, x) = static_cast<uint8_t>(r2 > 30 && r2 < 80 ? 230 : 10);
+    }
+  }
+  std::vector<uchar> png;
+  cv::imencode(".png", digit, png, {cv::IMWRITE_PNG_COMPRESSION, 3});
+  std::vector<std::string> paths;
+  bool ok = true;
+  for (int i = 0; i < kSmallFiles && ok; ++i) {
+    paths.push_back(dir + "/" + std::to_string(i) + ".png");
+    std::ofstream(paths.back(), std::ios::binary).write(reinterpret_cast<const char*>(png.data()), png.size());
+    ok = static_cast<bool>(std::ifstream(paths.back()));
+  }
+  caffe::TransformationParameter param;
+  param.set_scale(0.00390625);
+  caffe::DataTransformer<float> transformer(param, caffe::TRAIN);
+  transformer.InitRand();
+  caffe::Blob<float> blob(1, 1, 28, 28);
+  long images = 0;
+  const auto start = Clock::now();
+  double elapsed = 0;
+  while (ok && elapsed < seconds) {
+    cv::Mat decoded = caffe::ReadImageToCVMat(paths[images % paths.size()], 0, 0, false);
+    if (decoded.empty()) {
+      std::fprintf(stderr, "cpu_probe: could not read back %s\n", paths[images % paths.size()].c_str());
+      ok = false;
+      break;
+    }
+    transformer.Transform(decoded, &blob);
+    ++images;
+    elapsed = Since(start);
+  }
+  for (const std::string& path : paths) unlink(path.c_str());
+  rmdir(dir.c_str());
+  return ok ? images / elapsed : -1;
 }
 
 int main(int argc, char** argv) {
@@ -59,7 +126,6 @@ int main(int argc, char** argv) {
   transformer.InitRand();
   caffe::Blob<float> blob(1, 3, 227, 227);
 
-  using Clock = std::chrono::steady_clock;
   const auto start = Clock::now();
   long images = 0;
   double elapsed = 0;
@@ -71,10 +137,14 @@ int main(int argc, char** argv) {
     }
     transformer.Transform(decoded, &blob);
     ++images;
-    elapsed = std::chrono::duration<double>(Clock::now() - start).count();
+    elapsed = Since(start);
   } while (elapsed < seconds);
+  const double small = SmallFilesPerSecond(seconds / 2);  // steady within 1% at 0.5 s
+  if (small < 0) return 1;
   std::printf("{\"images_per_second\": %.1f, \"seconds\": %.3f, \"images\": %ld, \"png_bytes\": %zu, "
-              "\"work\": \"PNG 256x256x3 decode + DataTransformer 227 crop/mirror/mean, one thread\"}\n",
-              images / elapsed, elapsed, images, png.size());
+              "\"work\": \"PNG 256x256x3 decode + DataTransformer 227 crop/mirror/mean, one thread\", "
+              "\"small_files_per_second\": %.1f, \"small_files_work\": \"%d files of a 28x28 grey PNG in the "
+              "page cache: ReadImageToCVMat + DataTransformer scale, one thread\"}\n",
+              images / elapsed, elapsed, images, png.size(), small, kSmallFiles);
   return 0;
 }

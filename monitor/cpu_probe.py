@@ -1,8 +1,10 @@
 """One core's speed at Caffe's image data path, measured the same way on every host
-(monitor/cpu_probe.cpp: PNG decode + Caffe's DataTransformer of one fixed image, one thread,
-about a second). Every record keeps it (environment.cpu_probe), so that runs on two machines of
-the same kind, or on a GPU host and an emulating one, can be told apart by how fast their
-cores decode, and image-file cells can be scaled from one host to another."""
+(monitor/cpu_probe.cpp, one thread, about a second each): PNG decode + Caffe's DataTransformer
+of one fixed 256x256 image (images_per_second: the pixel work) and of 28x28 PNG files read in
+turn from the page cache (small_files_per_second: the per-file work). Every record keeps both
+(environment.cpu_probe), so that runs on two machines of the same kind, or on a GPU host and an
+emulating one, can be told apart by how fast their cores decode, and image-file cells can be
+scaled from one host to another by the work that matches their images (WORK_OF)."""
 import json
 import statistics
 import subprocess
@@ -11,6 +13,10 @@ import toolchain
 
 SECONDS = 1.0
 SAME_HOST_SPREAD = 0.05  # probes further apart than this: runs not merged as one machine's
+PIXELS, FILES = "images_per_second", "small_files_per_second"
+# which work a dataset's image files are like: MNIST's and CIFAR-10's PNGs are a few hundred
+# bytes to 3 KB, read per file; ImageNet's are ~100 KB of pixels
+WORK_OF = {"mnist": FILES, "cifar10": FILES, "imagenet": PIXELS}
 
 
 def measure(seconds=SECONDS):
@@ -30,10 +36,11 @@ def measure(seconds=SECONDS):
         return {"error": f"{tool} printed no JSON: {out.stdout[:200]!r}"}
 
 
-def rate(environment):
-    """The images/s of a record's environment (a dict), or None where it has no probe."""
+def rate(environment, work=PIXELS):
+    """The images/s of one work in a record's environment (a dict), or None where it has no
+    probe (or none of that work: records before 2026-11-26 have the pixel work only)."""
     probe = (environment or {}).get("cpu_probe") or {}
-    return probe.get("images_per_second")
+    return probe.get(work)
 
 
 def spread(rates):
@@ -53,11 +60,13 @@ def main(argv=None):
     p.add_argument("--json", type=Path, help="write the probes and their median here")
     a = p.parse_args(argv)
     probes = [measure(a.seconds) for _ in range(a.repeats)]
-    rates = [r["images_per_second"] for r in probes if "images_per_second" in r]
+    rates = [r[PIXELS] for r in probes if PIXELS in r]
+    files = [r[FILES] for r in probes if FILES in r]
     summary = {"probes": probes, "median_images_per_second": statistics.median(rates) if rates else None,
-               "spread": spread(rates)}
+               "spread": spread(rates), "median_small_files_per_second": statistics.median(files) if files else None,
+               "small_files_spread": spread(files)}
     for probe in probes:
-        print(probe.get("images_per_second") or probe.get("error"))
+        print(f"{probe[PIXELS]} images/s, {probe.get(FILES)} small files/s" if PIXELS in probe else probe.get("error"))
     if a.json:
         a.json.parent.mkdir(parents=True, exist_ok=True)
         a.json.write_text(json.dumps(summary, indent=1))

@@ -151,3 +151,37 @@ def test_an_image_cell_is_judged_only_where_both_hosts_probes_are_known():
     # a data path twice as fast on the real host halves our data-path time, never below the compute
     assert calibration.scaled_to_host(30.0, 10.0, ours_probe=100, real_probe=200) == 15.0
     assert calibration.scaled_to_host(30.0, 20.0, ours_probe=100, real_probe=400) == 20.0
+
+
+def _step_run(folder, name, mode, seconds, cpu, probe, dataset="mnist", au=0.5, **kw):
+    from experiments import record
+    r = record.Record(name, dataset, "images", "warm", status="ok", returncode=0, solver_seconds=seconds, au=au,
+                      iterations_setting=5000, compute={"mode": mode},
+                      process={"thread_cpu_seconds": {"data prefetch": cpu}},
+                      environment={"gpu_model": "GPU X", "cpu_probe": probe}, **kw)
+    record.append(folder / dataset / "records.jsonl", r)
+
+
+def test_gpu_steps_pair_real_and_emulated_by_cell_and_scale_another_host_by_the_matching_probe(tmp_path):
+    """Same host: real and emulated runs of one cell (read options part of the cell) make one row.
+    Another host: our MNIST image cell is scaled by the per-file probes (here 2x faster, so our
+    time counts double), not by the pixel probes; without the per-file probe there, it is not judged."""
+    step, here = tmp_path / "step", tmp_path / "here"
+    there_probe = {"images_per_second": 400, "small_files_per_second": 10_000}
+    _step_run(step, "a", "real", 10.0, 9.0, there_probe)
+    _step_run(step, "b", "emulated", 11.0, 9.5, there_probe)
+    _step_run(step, "c", "real", 5.0, 4.0, there_probe, read_options={"decode_threads": 4})
+    _step_run(step, "d", "emulated", 5.5, 4.5, there_probe, read_options={"decode_threads": 4})
+    rows = calibration.same_host_rows([str(step)])
+    assert [(r["cell"], r["ratio"]) for r in rows] == [("mnist images warm, 5000 iterations", 1.1),
+                                                       ("mnist images warm, 5000 iterations, decode_threads 4", 1.1)]
+    _step_run(here, "e", "emulated", 6.0, 5.0, {"images_per_second": 800, "small_files_per_second": 20_000})
+    row = next(r for r in calibration.cross_host_rows([str(step)], str(here)) if "decode" not in r["cell"])
+    assert (row["raw_ratio"], row["pixel_scaled"], row["ratio"]) == (0.6, 1.2, 1.2)
+    assert row["us_here"] == pytest.approx(1e6 * 5.0 / calibration.images_read("mnist", 5000), abs=0.1)
+    assert calibration.verdict(row, 1.15) == "outside"
+    old = tmp_path / "old-step"
+    _step_run(old, "f", "real", 10.0, 9.0, {"images_per_second": 400})  # a probe before the per-file work
+    row = calibration.cross_host_rows([str(old)], str(here))[0]
+    assert row["pixel_scaled"] == 1.2 and calibration.verdict(row, 1.15) == "host CPU unknown"
+    assert "host CPU unknown" not in calibration.cross_host_table([row], str(here))[0]

@@ -249,6 +249,30 @@ def test_read_limits_wait_until_the_run_applies_them(mnist_small):
     assert 0.9 * paced["read_ios"] / 150 <= after <= paced["read_ios"] / 150 + 1.0, (after, paced)
 
 
+def test_a_cpu_quota_slows_a_busy_thread_to_its_share():
+    """A quota of a quarter of a core: a thread spinning for 1.5 s of wall clock gets about
+    0.375 s of CPU (unlimited: up to 1.5, less on a busy host). The group is gone afterwards."""
+    if cgroup.version() is None or not os.access(cgroup.CGROUP_ROOT, os.W_OK):
+        pytest.skip("needs root and a cgroup hierarchy")
+    spin = "import time, os\nt = time.time()\nwhile time.time() - t < 1.5: pass\nprint(time.process_time())\n"
+
+    def cpu_seconds(group):
+        out = subprocess.run([sys.executable, "-c", spin], check=True, capture_output=True, text=True,
+                             preexec_fn=group.enter if group else None).stdout
+        return float(out)
+
+    group = cgroup.create(cgroup.Limits(cpu_quota=0.25), f"test-quota-{os.getpid()}", None)
+    try:
+        limited, free = cpu_seconds(group), cpu_seconds(None)
+    finally:
+        group.remove()
+    assert any(k in group.applied for k in ("cpu.max", "cpu.cfs_quota_us")), group.applied
+    assert 0.2 < limited < 0.6 and free > 1.8 * limited, (limited, free)
+    assert not any(p.exists() for p in group.paths)
+    with pytest.raises(cgroup.CgroupError, match="positive number of cores"):
+        cgroup.Limits.from_args(cpu_quota=0)
+
+
 def test_a_run_with_a_memory_limit_is_kept_from_proactive_reclaim(mnist_small):
     """Where the host runs a DAMON pageout scheme (this project's CI VM: file pages idle >= 60 s),
     a run's memory cgroup is filtered out of it while the group lives, the scheme's own filters
@@ -359,6 +383,14 @@ def test_the_run_line_names_what_held_the_accelerator_up():
     hdf5 = run(0.46, {"solver (main thread)": 0.7}, compute={"mode": "emulated", "host_copy_latency_us": 7.5})
     assert "host-to-device copies" in hdf5.what_limited("HDF5Data")
     assert "waiting on the data" in run(0.5, {"data prefetch": 2.0}).what_limited("Data")
+    # a handful of paced reads is not what held a 10 s run up
+    few = run(0.5, {"data prefetch": 2.0}, limits={"riops": 188, "throttled_reads": {"read_ios": 13}})
+    assert "waiting on the data" in few.what_limited("ImageData")
+    quota = run(0.6, {"data prefetch": 5.0}, limits={"cpu_quota": 0.6, "cpu_throttling": {
+        "periods": 1000, "throttled_periods": 700, "throttled_seconds": 3.1}})
+    assert quota.what_limited("ImageData") == "the CPU quota (0.6 cores; throttled in 70% of its periods)"
+    pool = run(0.5, {"data prefetch": 9.0, "image decode": 20.0}, read_options={"decode_threads": 4})
+    assert "beside 3 more threads" in pool.what_limited("ImageData")
 
 
 def test_imagenet_is_sized_for_the_papers_condition_unless_the_command_line_chooses():

@@ -56,8 +56,15 @@ def test_the_dry_run_command_prints_the_plan_without_a_gpu():
 
 
 def test_the_cpu_probe_measures_and_says_when_it_cannot(monkeypatch, tmp_path):
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
     probe = cpu_probe.measure(0.2)
     assert probe["images_per_second"] > 10 and probe["png_bytes"] > 10_000
+    # the per-file work: far more small files than large images per second, and nothing left behind
+    assert probe["small_files_per_second"] > 10 * probe["images_per_second"]
+    assert not list(tmp_path.glob("imgstore-cpu-probe-*"))
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "no-such-folder"))
+    assert "exited 1" in cpu_probe.measure(0.2)["error"]
+    monkeypatch.delenv("TMPDIR")
     monkeypatch.setattr(cpu_probe.toolchain, "CPU_PROBE", tmp_path / "absent")
     assert "missing" in cpu_probe.measure(0.2)["error"]
     assert cpu_probe.spread([100, 104, None, 102]) == pytest.approx(0.04 / 1.02, rel=1e-3)
