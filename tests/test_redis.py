@@ -155,6 +155,38 @@ def test_a_wrong_password_or_address_fails_at_setup_without_showing_the_password
     assert "ready" not in out and "no seed node gave the cluster's slot map: 127.0.0.1:1 (Connection refused)" in err
 
 
+def test_a_reader_logs_in_as_an_acl_user_and_a_refused_login_names_the_user(redis_cifar, running, tmp_path,
+                                                                            monkeypatch):
+    """A cluster a lab runs gives its readers users of their own (Redis ACLs, set on every node).
+    With IMGSTORE_REDIS_USER, Caffe's reader logs in as that user: one allowed only the commands
+    the reader sends, on the data set's keys, reads LMDB's batch; a wrong password or an unknown
+    user stops it at set-up, naming the user and never the password."""
+    from data_prep.backends import redis_store
+    secret, user = "reader-" + os.urandom(6).hex(), "imgstore-reader"
+    keys = redis_store.prefix_of(redis_cifar / "redis", "test").split(":")[0] + ":*"
+    nodes = [running.node_client(i) for i in range(len(running.node_ports()))]
+    try:
+        for node in nodes:
+            node.execute_command("ACL", "SETUSER", user, "reset", "on", f">{secret}", f"~{keys}", "+get", "+llen",
+                                 "+lrange", "+ping", "+asking", "+cluster|slots")
+        net = data_net_file(tmp_path / "r.prototxt", redis_cifar, "redis", 50)
+        lmdb = batches(data_net_file(tmp_path / "l.prototxt", redis_cifar, "lmdb", 50), 1)
+        with monkeypatch.context() as m:
+            m.setenv("IMGSTORE_REDIS_USER", user)
+            m.setenv("IMGSTORE_REDIS_PASSWORD", secret)
+            (data, labels), = batches(net, 1)
+        assert np.array_equal(data, lmdb[0][0]) and np.array_equal(labels, lmdb[0][1])
+        for who, password in ((user, "not-the-secret-7"), ("nobody-here", secret)):
+            out, err = net_process(net, IMGSTORE_REDIS_USER=who, IMGSTORE_REDIS_PASSWORD=password).communicate(
+                timeout=60)
+            assert "ready" not in out and f"user {who}'s password was refused (WRONGPASS" in err, err[-2000:]
+            assert "IMGSTORE_REDIS_USER" in err and password not in err
+    finally:
+        for node in nodes:
+            node.execute_command("ACL", "DELUSER", user)
+            node.close()
+
+
 def test_a_missing_key_is_named(redis_cifar, running, tmp_path):
     from data_prep.backends import redis_store
     c = redis_store.client(redis_store.cluster_of(redis_cifar / "redis"))
