@@ -11,12 +11,13 @@ cannot hold a dataset is skipped with the reason (hdf5/pymem/cppmem for imagenet
 the paper).
 """
 import argparse
+import os
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from data_prep import backends, build, datasets  # noqa: E402
+from data_prep import backends, build, datasets, redis_external  # noqa: E402
 from data_prep.datasets import SourceError  # noqa: E402
 
 DEFAULT_OUT = Path(__file__).resolve().parents[1] / "data"
@@ -42,7 +43,12 @@ def main(argv=None):
     p.add_argument("--jobs", type=int, help="worker processes (default: all cores)")
     p.add_argument("--force", action="store_true", help="rewrite artifacts that are up to date")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
+    p.add_argument("--cluster", metavar="HOST:PORT[,...]", help="the redis backend in a Redis or Valkey Cluster you run, reached at these seeds (sets "
+                   "IMGSTORE_REDIS_CLUSTER); credentials from IMGSTORE_REDIS_USER and IMGSTORE_REDIS_PASSWORD or "
+                   "IMGSTORE_REDIS_PASSWORD_FILE (chmod 600), never from the command line")
     a = p.parse_args(argv)
+    if a.cluster:
+        os.environ[redis_external.SEEDS_ENV] = a.cluster
     try:
         if a.dataset == "verify":
             dataset, names = a.backends[0], backend_list(a.backends[1] if len(a.backends) > 1 else "all")

@@ -124,6 +124,17 @@ class Cluster:
         # timeout: a node merely busy must not take the cluster down)
         self.node_timeout_ms = 5000 if self.replicas else 30000
 
+    external = False  # started and run by the project (data_prep.redis_external: one the user runs)
+
+    def client(self, timeout=30):
+        """A cluster client (routes by slot, follows MOVED/ASK) for bulk work."""
+        import redis
+        from redis.cluster import RedisCluster
+        try:
+            return RedisCluster(host="127.0.0.1", port=self.port, password=password(), socket_timeout=timeout)
+        except redis.RedisError as e:
+            raise ClusterError(f"Redis cluster under {self.root}: {e}") from e
+
     def _kept_shape(self):
         try:
             shape = json.loads((self.root / self.SHAPE).read_text())

@@ -25,6 +25,7 @@ Cells run interleaved (repeat by repeat, backends rotated, warm/cold alternated)
 drift of the machine does not land on one backend. Runs already recorded are skipped unless --again.
 """
 import argparse
+import os
 import signal
 import sys
 from pathlib import Path
@@ -32,7 +33,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import toolchain  # noqa: E402
-from data_prep import backends, datasets, locations, options  # noqa: E402
+from data_prep import backends, datasets, locations, options, redis_external  # noqa: E402
 from data_prep.cache import CacheError  # noqa: E402
 from experiments import machines, runner, training  # noqa: E402
 from experiments.accelerators import AcceleratorError, profiles  # noqa: E402
@@ -80,6 +81,9 @@ def parser(full=True):
                              "(cgroup CPU quota; 0.5: half of one core): a slower host's CPU"))
     p.add_argument("--riops", type=int, help=rare("read IOPS limit on the data's disk"))
     p.add_argument("--rbps", type=int, help=rare("read bytes/s limit on the data's disk"))
+    p.add_argument("--cluster", metavar="HOST:PORT[,...]", help=rare("the redis backend in a Redis or Valkey Cluster you run, reached at these seeds (sets "
+                   "IMGSTORE_REDIS_CLUSTER); credentials from IMGSTORE_REDIS_USER and IMGSTORE_REDIS_PASSWORD or "
+                   "IMGSTORE_REDIS_PASSWORD_FILE (chmod 600), never from the command line"))
     p.add_argument("--profile", choices=list(machines.PROFILES),
                    help="emulate a whole machine (experiments/machines.py): " +
                         "; ".join(f"{m.name} = {m.summary}" for m in machines.PROFILES.values()))
@@ -208,6 +212,8 @@ def main(argv=None):
         parser().print_help()
         return 0
     a = parser().parse_args(argv)
+    if a.cluster:
+        os.environ[redis_external.SEEDS_ENV] = a.cluster
     sized = default_sizing(a)
     if sized:
         print(f"{datasets.get(a.dataset).label}: sized for the paper's condition by default ({' '.join(sized)}): "

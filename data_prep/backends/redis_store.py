@@ -14,7 +14,7 @@ import time
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from data_prep import cache, locations, manifest, redis_cluster
+from data_prep import cache, locations, manifest, redis_cluster, redis_external
 from data_prep.backends import Backend, datum, register
 from data_prep.errors import SourceError
 from data_prep.options import Option
@@ -24,13 +24,17 @@ PIPELINE = 1000
 
 
 def cluster_of(dest, **how):
-    """The cluster holding the artifact at DATA/DATASET/redis (or its .partial folder); `how`:
-    Cluster's keywords (io_threads, delay_legs)."""
-    return redis_cluster.Cluster(Path(dest).resolve().parent.parent / CLUSTER_FOLDER, **how)
+    """The cluster holding the artifact at DATA/DATASET/redis (or its .partial folder): the one
+    IMGSTORE_REDIS_CLUSTER names (data_prep.redis_external), else the project's own under the data
+    folder; `how`: the project cluster's keywords (io_threads, delay_legs)."""
+    return redis_external.cluster() or redis_cluster.Cluster(Path(dest).resolve().parent.parent / CLUSTER_FOLDER,
+                                                              **how)
 
 
 def prefix_of(dest, phase):
-    return f"{Path(dest).resolve().parent.name}:{phase}"
+    """DATASET:PHASE in the project's cluster; imgstore:DATASET:PHASE in one the user runs."""
+    own = redis_external.KEY_PREFIX if redis_external.seeds_asked() else ""
+    return f"{own}{Path(dest).resolve().parent.name}:{phase}"
 
 
 def marker(prefix):
@@ -43,13 +47,7 @@ def index(prefix):
 
 def client(cluster):
     """A cluster client (routes by slot, follows MOVED/ASK) for bulk work."""
-    import redis
-    from redis.cluster import RedisCluster
-    try:
-        return RedisCluster(host="127.0.0.1", port=cluster.port, password=redis_cluster.password(),
-                            socket_timeout=30)
-    except redis.RedisError as e:
-        raise SourceError(f"Redis cluster under {cluster.root}: {e}") from e
+    return cluster.client()
 
 
 def keys_of(c, prefix):
@@ -224,7 +222,7 @@ class RedisBackend(datum.DatumBackend, Backend):
                       proto_enum="RedisIO", patch="0016"))
 
     def unsupported(self, dataset):
-        if shutil.which("redis-server") is None:
+        if shutil.which("redis-server") is None and not redis_external.seeds_asked():
             return "redis-server is not installed (apt-get install redis-server)"
         from caffe.proto import caffe_pb2
         if "REDIS" not in caffe_pb2.DataParameter.DB.keys():
@@ -289,6 +287,10 @@ class RedisClusterLocation(locations.Location):
         self.found = None  # (round trip in ms, or None: direct) of a cluster found running
 
     def set_cache(self, state, cold_fallback=None, group=None):
+        if state == "cold" and self.cluster.external:
+            raise locations.LocationError(
+                f"cold: {self.cluster.name} is not this project's: its servers hold every record in memory, "
+                "and stopping them or dropping their caches is their owner's to do; run it warm")
         if self.cluster.running():
             self.found = (self.cluster.rtt_asked_ms(),)
         if state == "cold":

@@ -1,0 +1,156 @@
+"""A Redis Cluster (or Valkey) that the user runs, read and written where the project's own
+cluster (data_prep.redis_cluster) would be: set IMGSTORE_REDIS_CLUSTER to its seeds
+(HOST:PORT[,HOST:PORT...]), and prepare.py / run.py use it for the redis backend.
+
+Credentials come from the environment only, never from argv, a prototxt, a record or a log:
+IMGSTORE_REDIS_USER (an ACL user; unset: the default user) and IMGSTORE_REDIS_PASSWORD, or
+IMGSTORE_REDIS_PASSWORD_FILE, a file readable by its owner alone. Caffe's reader takes the same
+variables (caffe/patches/0012, 0023).
+
+The project's keys there are under imgstore:DATASET:PHASE, and nothing else is written or
+deleted. The project never starts, stops, saves or restarts such a cluster: a cold run is
+refused (its servers' memory is not the project's to drop), and writes are not waited on by
+replicas (replication is its owner's).
+"""
+import os
+import stat
+from contextlib import nullcontext
+from pathlib import Path
+
+from data_prep.errors import SourceError
+
+SEEDS_ENV = "IMGSTORE_REDIS_CLUSTER"
+USER_ENV = "IMGSTORE_REDIS_USER"
+PASSWORD_ENV = "IMGSTORE_REDIS_PASSWORD"
+PASSWORD_FILE_ENV = "IMGSTORE_REDIS_PASSWORD_FILE"
+KEY_PREFIX = "imgstore:"
+
+
+class ExternalClusterError(SourceError):
+    pass
+
+
+def seeds_asked():
+    """The seeds IMGSTORE_REDIS_CLUSTER names, or None where it is unset."""
+    text = os.environ.get(SEEDS_ENV, "").strip()
+    return parse_seeds(text) if text else None
+
+
+def parse_seeds(text):
+    seeds = []
+    for item in filter(None, (s.strip() for s in text.split(","))):
+        host, _, port = item.rpartition(":")
+        if not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ExternalClusterError(f"{SEEDS_ENV}: {item!r} is not HOST:PORT")
+        seeds.append((host, int(port)))
+    if not seeds:
+        raise ExternalClusterError(f"{SEEDS_ENV} names no seed (HOST:PORT[,HOST:PORT...])")
+    return seeds
+
+
+def password():
+    """The password from IMGSTORE_REDIS_PASSWORD_FILE (owner-only) or IMGSTORE_REDIS_PASSWORD; the
+    file's is put in the environment, where Caffe's reader looks for it."""
+    path = os.environ.get(PASSWORD_FILE_ENV)
+    if path:
+        try:
+            info = os.stat(path)
+        except OSError as e:
+            raise ExternalClusterError(f"{PASSWORD_FILE_ENV}: {path}: {e.strerror}") from e
+        if info.st_uid != os.getuid() or info.st_mode & (stat.S_IRWXG | stat.S_IRWXO):
+            raise ExternalClusterError(f"{PASSWORD_FILE_ENV}: {path} must belong to this user and be readable "
+                                       "by it alone (chmod 600)")
+        os.environ[PASSWORD_ENV] = Path(path).read_text().strip()
+    if not os.environ.get(PASSWORD_ENV):
+        raise ExternalClusterError(f"the cluster at {os.environ.get(SEEDS_ENV)} needs a password: set {PASSWORD_ENV} "
+                                   f"or {PASSWORD_FILE_ENV} (and {USER_ENV} for an ACL user)")
+    return os.environ[PASSWORD_ENV]
+
+
+class ExternalCluster:
+    """The seeds of a cluster the user runs, behind the interface data_prep.backends.redis_store
+    uses of the project's own Cluster."""
+    replicas = 0  # writes are not WAITed on: the owner's replication is the owner's
+    external = True
+
+    def __init__(self, seeds):
+        self.seeds = list(seeds)
+        self.root = "seeds " + self.seed_text()  # "Redis cluster under ROOT: ..." in redis_store's messages
+        self.name = "the cluster at " + self.seed_text()
+
+    def seed_text(self):
+        return ",".join(f"{h}:{p}" for h, p in self.seeds)
+
+    def source(self, prefix):
+        return f"redis://{self.seed_text()}/{prefix}"
+
+    def key_prefix(self):
+        return KEY_PREFIX
+
+    def client(self, timeout=30):
+        """A cluster client logged in as the environment says; an error names the cluster and
+        the user, never the password."""
+        import redis
+        from redis.cluster import ClusterNode, RedisCluster
+        user = os.environ.get(USER_ENV) or None
+        try:
+            return RedisCluster(startup_nodes=[ClusterNode(h, p) for h, p in self.seeds], username=user,
+                                password=password(), socket_timeout=timeout, socket_connect_timeout=5)
+        except (redis.RedisError, redis.exceptions.RedisClusterException) as e:  # the latter: no seed answered
+            who = f"user {user}" if user else "the default user"
+            raise ExternalClusterError(f"{self.name}, logging in as {who}: {e}") from e
+
+    # the project never runs this cluster: nothing to start, stop, save or proxy
+    def session(self, rtt_ms=None):
+        return nullcontext(self)
+
+    def start(self, rtt_ms=None, **_):
+        if rtt_ms:
+            raise ExternalClusterError(f"{self.name}: --rtt puts a delay proxy in front of the project's own "
+                                       "cluster; a cluster you run has its own network")
+        return False
+
+    def stop(self):
+        pass
+
+    def running(self):
+        return True
+
+    def save(self, timeout=None):
+        pass
+
+    def rtt_asked_ms(self):
+        return None
+
+    def node_ports(self):
+        return []
+
+    def proxy_ports(self):
+        return []
+
+    def server_usage(self):
+        return {}
+
+    def failover_events(self, since, until):
+        return []  # its servers' logs are not the project's to read
+
+    def describe(self):
+        """Which cluster: seeds, servers' version and shape; that the project did not start it."""
+        c = self.client()
+        try:
+            info = c.info("server", target_nodes=c.get_primaries())
+            versions = sorted({v.get("valkey_version") or v.get("redis_version") for v in info.values()})
+            nodes = c.cluster_nodes()
+        finally:
+            c.close()
+        masters = sum("master" in n.get("flags", "") for n in nodes.values())
+        return {"external": True, "started_by_project": False, "seeds": self.seed_text(),
+                "server": "valkey" if any("valkey_version" in v for v in info.values()) else "redis",
+                "versions": versions, "masters": masters, "replicas": len(nodes) - masters,
+                "user": os.environ.get(USER_ENV) or "default"}
+
+
+def cluster():
+    """The cluster IMGSTORE_REDIS_CLUSTER names, or None."""
+    seeds = seeds_asked()
+    return ExternalCluster(seeds) if seeds else None
