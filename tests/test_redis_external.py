@@ -86,3 +86,63 @@ def test_a_wrong_password_an_open_password_file_and_an_unreachable_seed_are_name
     assert p.returncode != 0 and "the cluster at 127.0.0.1:1" in p.stderr
     p = cli("data_prep/prepare.py", args + ["--cluster", "no-port-here"], password_file)
     assert p.returncode != 0 and "'no-port-here' is not HOST:PORT" in p.stderr
+
+
+FORM_CLUSTER = """
+import sys, time, redis
+admin, seeds = sys.argv[1], [s.split(":") for s in sys.argv[2].split(",")]
+nodes = [redis.Redis(host=h, port=int(p), password=admin, socket_timeout=5) for h, p in seeds]
+for n in nodes:
+    while True:
+        try:
+            n.ping()
+            break
+        except redis.ConnectionError:
+            time.sleep(0.1)
+per = 16384 // len(nodes)
+for i, n in enumerate(nodes):
+    n.execute_command("CLUSTER", "ADDSLOTSRANGE", i * per, 16383 if i == len(nodes) - 1 else (i + 1) * per - 1)
+for n in nodes[1:]:
+    nodes[0].execute_command("CLUSTER", "MEET", n.connection_pool.connection_kwargs["host"], n.connection_pool.connection_kwargs["port"])
+while any(n.cluster("info").get("cluster_state") != "ok" for n in nodes):
+    time.sleep(0.2)
+print("formed", flush=True)
+"""
+
+
+def test_a_cluster_on_other_hosts_is_prepared_and_trained_from_by_a_client_host(tmp_path):
+    """Three server hosts and a client host in network namespaces of their own (not loopback):
+    the servers form a cluster at their own addresses, with an ACL user; the client host
+    prepares MNIST into it with --cluster and trains from it."""
+    from experiments import hosts, record
+    admin, secret = "admin-" + os.urandom(8).hex(), "lab-" + os.urandom(8).hex()
+    password_file = tmp_path / "password"
+    password_file.write_text(secret)
+    password_file.chmod(0o600)
+    with hosts.Hosts(clients=1, servers=3) as net:
+        seeds = ",".join(f"{net.address(f'server-{i}')}:6379" for i in range(3))
+        for i in range(3):
+            home = tmp_path / f"server-{i}"
+            home.mkdir()
+            server = net.start(f"server-{i}", ["redis-server", "-"], stdin=subprocess.PIPE,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            server.stdin.write("\n".join([
+                "port 6379", f"bind {net.address(f'server-{i}')}", "protected-mode yes", f"requirepass {admin}",
+                f"user {USER} on >{secret} ~imgstore:* +@all", "cluster-enabled yes",
+                f"cluster-config-file {home}/nodes.conf", f"dir {home}", 'save ""', "appendonly no", ""]).encode())
+            server.stdin.close()
+        formed = subprocess.run(net.command("client-0", [PY, "-c", FORM_CLUSTER, admin, seeds]), capture_output=True,
+                                text=True, timeout=60)
+        assert "formed" in formed.stdout, formed.stderr
+        env = {k: v for k, v in os.environ.items() if not k.startswith("IMGSTORE_REDIS")}
+        env.update(IMGSTORE_REDIS_USER=USER, IMGSTORE_REDIS_PASSWORD_FILE=str(password_file))
+        data, out = tmp_path / "data", tmp_path / "results"
+        for script, args in (("data_prep/prepare.py", ["mnist", "redis", "--limit", "300", "--out", str(data), "--quiet"]),
+                             ("experiments/run.py", ["mnist", "redis", "warm", "--iters", "20", "--data", str(data),
+                                                     "--out", str(out), "--quiet"])):
+            p = subprocess.run(net.command("client-0", [PY, str(ROOT / script), *args, "--cluster", seeds]),
+                               capture_output=True, text=True, env=env, timeout=600)
+            assert p.returncode == 0, p.stderr[-3000:]
+        r, = record.recorded(out, "mnist")
+        assert r.ok and r.location["seeds"] == seeds and r.location["masters"] == 3
+        assert seeds.split(",")[0].startswith(hosts.SUBNET)
