@@ -179,7 +179,16 @@ def recorded_runs(a, ok_only=True):
     reading = read_choice(a)
     return [r for r in recorded(a.out, a.dataset)
             if not r.superseded and (r.ok or not ok_only)
-            and _same_setup(r, limits, accelerator, a.iters, _read_for(r.backend, reading), a.concurrent)]
+            and _same_setup(r, limits, accelerator, a.iters, _read_for(r.backend, reading), a.concurrent)
+            and (r.location or {}).get("seeds") == _cluster_seeds(r.backend)]
+
+
+def _cluster_seeds(backend):
+    """The seeds of the cluster the user runs (--cluster) for a backend kept in a Redis Cluster;
+    None for the project's own cluster and for every other backend."""
+    external = redis_external.cluster()
+    b = backends.REGISTRY.get(backend)
+    return external.seed_text() if external and b and b.location == "redis-cluster" else None
 
 
 def default_sizing(a):

@@ -64,6 +64,9 @@ def test_a_cluster_the_user_runs_is_prepared_and_trained_from_as_lmdb_is(lab, tm
     written = [f.read_text(errors="replace") for f in (out / r.run_dir).rglob("*") if f.is_file()]
     assert not any(secret in text for text in written + [p.stdout, p.stderr, (out / "mnist" / "records.jsonl").read_text()])
     assert any(f"redis://{seeds}/imgstore:mnist:train" in text for text in written)
+    again = cli("experiments/run.py", ["mnist", "redis", "warm", "--iters", "20", "--cluster", seeds,
+                                       "--data", str(data), "--out", str(out), "--quiet"], password_file)
+    assert "already recorded" in again.stderr  # the same cluster: the same setup
     cold = cli("experiments/run.py", ["mnist", "redis", "cold", "--iters", "20", "--cluster", seeds,
                                       "--data", str(data), "--out", str(out), "--quiet"], password_file)
     assert cold.returncode == 2 and "is not this project's" in cold.stderr
@@ -146,3 +149,11 @@ def test_a_cluster_on_other_hosts_is_prepared_and_trained_from_by_a_client_host(
         r, = record.recorded(out, "mnist")
         assert r.ok and r.location["seeds"] == seeds and r.location["masters"] == 3
         assert seeds.split(",")[0].startswith(hosts.SUBNET)
+
+
+def test_runs_on_a_cluster_the_user_runs_are_not_the_same_setup_as_on_the_projects(monkeypatch):
+    from experiments import run as run_py
+    monkeypatch.delenv("IMGSTORE_REDIS_CLUSTER", raising=False)
+    assert run_py._cluster_seeds("redis") is None
+    monkeypatch.setenv("IMGSTORE_REDIS_CLUSTER", "10.0.0.5:6379, 10.0.0.6:6379")
+    assert run_py._cluster_seeds("redis") == "10.0.0.5:6379,10.0.0.6:6379" and run_py._cluster_seeds("lmdb") is None
