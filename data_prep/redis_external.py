@@ -84,9 +84,6 @@ class ExternalCluster:
     def source(self, prefix):
         return f"redis://{self.seed_text()}/{prefix}"
 
-    def key_prefix(self):
-        return KEY_PREFIX
-
     def client(self, timeout=30):
         """A cluster client logged in as the environment says; an error names the cluster and
         the user, never the password."""
