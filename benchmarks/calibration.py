@@ -53,10 +53,15 @@ PCIE_GBPS = {"h100": (63.0, "PCIe 5.0 x16, 32 GT/s x 16 lanes, 128b/130b: 63.0 G
              "titanx2016": (15.75, "PCIe 3.0 x16, 8 GT/s x 16 lanes, 128b/130b: 15.75 GB/s per direction (PCI-SIG)")}
 NET_OF = {"mnist": "lenet", "cifar10": "cifar10_quick", "imagenet": "caffenet"}
 STOCK_OF = {"mnist", "cifar10"}  # datasets whose stock solver the table knows (STOCK)
-# (dataset, test batches per pass, passes) as the stock solvers run them, for the paper's cells
-STOCK = {"lenet": dict(iters=10_000, test_iter=100, passes=21, batch=64, test_batch=100, shape=(1, 28, 28)),
-         "cifar10_quick": dict(iters=5_000, test_iter=100, passes=11, batch=100, test_batch=100, shape=(3, 32, 32))}
+# the stock solvers as they run: iterations, test batches per pass, batch sizes, input shape
+STOCK = {"lenet": dict(iters=10_000, test_iter=100, batch=64, test_batch=100, shape=(1, 28, 28)),
+         "cifar10_quick": dict(iters=5_000, test_iter=100, batch=100, test_batch=100, shape=(3, 32, 32))}
 TEST_INTERVAL = 500  # both stock solvers' test_interval
+
+
+def passes_tested(iterations):
+    """Test passes a solver makes in `iterations`: at iteration 0 and every TEST_INTERVAL."""
+    return iterations // TEST_INTERVAL + 1
 
 
 @dataclass
@@ -152,7 +157,7 @@ def finding(fid):
 
 def paper_work(net):
     s = STOCK[net]
-    return s["iters"], 0, s["passes"] * s["test_iter"]
+    return s["iters"], 0, passes_tested(s["iters"]) * s["test_iter"]
 
 
 def fit_titanx2016():
@@ -302,11 +307,10 @@ DECODER = "results/ci-2core-decoder/decoder.json"  # benchmarks/decoder.py: the 
 
 
 def images_read(dataset, iterations=None):
-    """Images a run of the stock solver reads, cut to `iterations` where it was (test passes at
-    iteration 0 and every 500, as both stock solvers test)."""
+    """Images a run of the stock solver reads, cut to `iterations` where it was."""
     s = STOCK[NET_OF[dataset]]
     iterations = iterations or s["iters"]
-    return iterations * s["batch"] + (iterations // TEST_INTERVAL + 1) * s["test_iter"] * s["test_batch"]
+    return iterations * s["batch"] + passes_tested(iterations) * s["test_iter"] * s["test_batch"]
 
 
 def data_path_us_per_image(r):
@@ -458,13 +462,14 @@ def cross_host_rows(real_folders, ours_folder):
                        probes={w: list(v) for w, v in probes.items()})
             here = statistics.mean(filter(None, map(data_path_us_per_image, ours)))
             there = statistics.mean(filter(None, map(data_path_us_per_image, real_runs[key] + there_emulated.get(key, []))))
-            row.update(us_here=round(here, 1), us_there=round(there, 1), raw_ratio=row["ratio"])
+            row.update(us_here=round(here, 1), us_there=round(there, 1), raw_ratio=row["ratio"], scaled={})
             if row["bound"] == "data path":
-                scale = {w: h / t if h and t else None for w, (h, t) in probes.items()}
-                row["pixel_scaled"] = round(scale[cpu_probe.PIXELS] * row["raw_ratio"], 3) \
-                    if scale[cpu_probe.PIXELS] else None
-                row["ratio"] = round(scale[work] * row["raw_ratio"], 3) if scale[work] else row["raw_ratio"]
-                row["host"] = None if scale[work] else "unknown"
+                compute = ours_runs.get((key[0], "lmdb", "warm", key[3], ()))  # the compute-bound time, if run
+                floor = seconds(compute)[0] if compute else None
+                row["scaled"] = {w: round(scaled_to_host(row["ours"], floor, h, t) / row["reference"], 3)
+                                 for w, (h, t) in probes.items() if h and t}
+                row["ratio"] = row["scaled"].get(work, row["raw_ratio"])
+                row["host"] = None if work in row["scaled"] else "unknown"
             rows.append(row)
     return rows
 
@@ -702,13 +707,11 @@ def cross_host_table(rows, here_folder):
     for r in rows:
         pixels = r["probes"][cpu_probe.PIXELS]
         files = r["probes"].get(cpu_probe.FILES, [None, None])
-        scaled_files = r["ratio"] if r.get("work") == cpu_probe.FILES and r.get("host") is None and \
-            r["ratio"] != r["raw_ratio"] else "-"
         lines.append(f"| {r['cell']} | {r['gpu']} | {r['reference']} ({r['reference_n']}) | {r['ours']} ({r['ours_n']}) "
                      f"| {r['raw_ratio']} | {probe_words(pixels[0])} / {probe_words(pixels[1])} | "
-                     f"{r.get('pixel_scaled') or '-'} | {probe_words(files[0])} / {probe_words(files[1])} | "
-                     f"{scaled_files} | {r['us_here']} / {r['us_there']} = {r['us_here'] / r['us_there']:.2f} | "
-                     f"{verdict(r, 1.15)} |")
+                     f"{r['scaled'].get(cpu_probe.PIXELS, '-')} | {probe_words(files[0])} / {probe_words(files[1])} | "
+                     f"{r['scaled'].get(cpu_probe.FILES, '-')} | {r['us_here']} / {r['us_there']} = "
+                     f"{r['us_here'] / r['us_there']:.2f} | {verdict(r, 1.15)} |")
     return lines + ["", summary(rows, 1.15)]
 
 

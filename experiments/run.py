@@ -133,7 +133,8 @@ def compute_choice(a):
 
 
 def _same_setup(r, limits, accelerator, iters, reading, concurrent):
-    """Whether record r ran the setup asked: reading = (its read options, its location options)."""
+    """Whether record r ran the setup asked: reading = (its read options, its location options);
+    a record of a cluster the user runs is only the same setup on that cluster."""
     c = r.compute or {}
     read_options, location_options = reading
     if r.backend not in backends.REGISTRY:  # a backend no longer registered: nothing to compare
@@ -141,7 +142,8 @@ def _same_setup(r, limits, accelerator, iters, reading, concurrent):
     reached = locations.get(backends.REGISTRY[r.backend].location).options_of(r.location)
     return (r.iterations_setting == iters and Limits.from_record(r.limits).as_dict() == limits.as_dict()
             and (c.get("accelerator") if c.get("mode") == "emulated" else None) == accelerator
-            and reached == location_options and (r.read_options or {}) == read_options
+            and reached == location_options and (r.location or {}).get("seeds") == _cluster_seeds(r.backend)
+            and (r.read_options or {}) == read_options
             and (r.concurrent or {}).get("solvers", 1) == concurrent)
 
 
@@ -179,8 +181,7 @@ def recorded_runs(a, ok_only=True):
     reading = read_choice(a)
     return [r for r in recorded(a.out, a.dataset)
             if not r.superseded and (r.ok or not ok_only)
-            and _same_setup(r, limits, accelerator, a.iters, _read_for(r.backend, reading), a.concurrent)
-            and (r.location or {}).get("seeds") == _cluster_seeds(r.backend)]
+            and _same_setup(r, limits, accelerator, a.iters, _read_for(r.backend, reading), a.concurrent)]
 
 
 def _cluster_seeds(backend):

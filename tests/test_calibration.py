@@ -177,11 +177,12 @@ def test_gpu_steps_pair_real_and_emulated_by_cell_and_scale_another_host_by_the_
                                                        ("mnist images warm, 5000 iterations, decode_threads 4", 1.1)]
     _step_run(here, "e", "emulated", 6.0, 5.0, {"images_per_second": 800, "small_files_per_second": 20_000})
     row = next(r for r in calibration.cross_host_rows([str(step)], str(here)) if "decode" not in r["cell"])
-    assert (row["raw_ratio"], row["pixel_scaled"], row["ratio"]) == (0.6, 1.2, 1.2)
+    assert (row["raw_ratio"], row["scaled"], row["ratio"]) == (0.6, {"images_per_second": 1.2,
+                                                                    "small_files_per_second": 1.2}, 1.2)
     assert row["us_here"] == pytest.approx(1e6 * 5.0 / calibration.images_read("mnist", 5000), abs=0.1)
     assert calibration.verdict(row, 1.15) == "outside"
     old = tmp_path / "old-step"
     _step_run(old, "f", "real", 10.0, 9.0, {"images_per_second": 400})  # a probe before the per-file work
     row = calibration.cross_host_rows([str(old)], str(here))[0]
-    assert row["pixel_scaled"] == 1.2 and calibration.verdict(row, 1.15) == "host CPU unknown"
+    assert row["scaled"] == {"images_per_second": 1.2} and calibration.verdict(row, 1.15) == "host CPU unknown"
     assert "host CPU unknown" not in calibration.cross_host_table([row], str(here))[0]
