@@ -266,6 +266,23 @@ def servers_cpu_per_image(records):
     return seconds / images if images else 0.0
 
 
+def cpu_per_image(records):
+    """Where the CPU went per train image, in microseconds, median over the complete groups of
+    these records: (the solvers' processes, the servers holding the data); the processes' own
+    accounting, which includes the kernel's network path each of them ran. None without figures."""
+    split = []
+    for group in _groups([r for r in records if r.ok]).values():
+        r = group[0]
+        if len(group) != solvers(r):
+            continue
+        images = sum(trained_iterations(x) * datasets.get(x.dataset).model.batch for x in group)
+        own = sum(sum(((x.process or {}).get("thread_cpu_seconds") or {}).values()) for x in group)
+        servers = sum(s["cpu_seconds"] for s in ((r.location or {}).get("servers") or {}).values() if s)
+        if images and own:
+            split.append((1e6 * own / images, 1e6 * servers / images))
+    return tuple(statistics.median(v[i] for v in split) for i in range(2)) if split else None
+
+
 THREAD_BUSY = 0.85  # one thread busy this share of the solver's time has run out (Record.what_limited's)
 CORES_BUSY = 0.85   # the group's cores busy this share of the run (start-up included) have run out
 
@@ -633,6 +650,54 @@ def figure(records, dataset, out):
     return path
 
 
+def client_hosts(r):
+    """Over how many client hosts a run's solvers ran (run.py --client-hosts), None: this host alone."""
+    return (r.concurrent or {}).get("client_hosts")
+
+
+def figure_hosts(records, dataset, out):
+    """Where some runs spread their solvers over client hosts (benchmarks/multihost.py): AU against
+    N in one panel, a line per number of client hosts (and one for the runs on this host alone)."""
+    mine = [r for r in records if r.dataset == dataset]
+    if not any(client_hosts(r) for r in mine):
+        return None
+    lines = {}
+    for r in mine:
+        seeds = (r.location or {}).get("seeds") if not client_hosts(r) else None
+        lines.setdefault((client_hosts(r) or 0, seeds or "", r.backend, r.cache), []).append(r)
+    plt = pyplot()
+    from matplotlib.ticker import FuncFormatter
+    fig, ax = plt.subplots(figsize=(6.4, 4.4))
+    shades = plt.get_cmap("viridis")
+    most = max(key[0] for key in lines)
+    for (h, seeds, backend, cache), rs in sorted(lines.items()):
+        by_n = next(iter(curves(rs).values()), {})
+        if not by_n:
+            continue
+        ns = sorted(by_n)
+        n_runs = sorted({len(v) for v in by_n.values()})
+        where = (f"{h} client host{'s' * (h > 1)}" if h else
+                 f"this host alone, the cluster at {seeds}" if seeds else "this host alone, the project's cluster")
+        ax.plot(ns, [100 * statistics.median(by_n[n]) for n in ns], marker="o", markersize=3,
+                color=shades(0.85 * h / most) if h else "black" if not seeds else "grey", linestyle="-" if h else "--",
+                label=f"{where}: {backends.get(backend).label}, {cache} (n = {n_runs[0]}..{n_runs[-1]})")
+    ax.axhline(100 * THRESHOLD, color="grey", linewidth=0.8)
+    ax.set_xscale("log", base=2)
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+    ax.set_xlabel("solvers at once, all client hosts together (N)", fontsize=8)
+    ax.set_ylabel("group AU, % (median)", fontsize=8)
+    ax.set_ylim(0, 105)
+    ax.tick_params(labelsize=7)
+    ax.legend(fontsize=7, loc="lower left", frameon=False)
+    machine = sorted({r.machine_label() for r in mine})
+    ax.set_title(textwrap.fill(f"{datasets.get(dataset).label}: solvers spread over client hosts (network "
+                               f"namespaces sharing one machine's cores: {'; '.join(machine)}); grey: AU 90%",
+                               80), fontsize=8)
+    path = Path(out) / f"fig_hosts_{dataset}.png"
+    save(fig, path)
+    return path
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("results", type=Path)
@@ -652,7 +717,8 @@ def main(argv=None):
         readme.replace_block(README_BEGIN, README_END, compact(records, a.results) + against_outside(records)
                              + f"\n(records: `{a.results}`)\n")
     for dataset in sorted({r.dataset for r in records}):
-        for path in (figure(records, dataset, out), figure_per_core(records, dataset, out)):
+        for path in (figure(records, dataset, out), figure_per_core(records, dataset, out),
+                     figure_hosts(records, dataset, out)):
             if path:
                 print(f"wrote {path}")
     return 0

@@ -41,6 +41,17 @@ def namespaces():
     return [line.split()[0] for line in _ip("netns", "list").splitlines() if line.startswith(PREFIX)]
 
 
+def missing(names):
+    """Those of these namespace names (any owner's) that do not exist on the machine."""
+    present = {line.split()[0] for line in _ip("netns", "list").splitlines() if line.strip()}
+    return [n for n in names if n not in present]
+
+
+def command_in(namespace, argv):
+    """argv run inside a network namespace (`ip netns exec` execs it: the same process)."""
+    return ["ip", "netns", "exec", namespace, *argv]
+
+
 def _owner(name):
     try:
         return int(name[len(PREFIX):].split("-")[0])
@@ -100,7 +111,7 @@ class Hosts:
 
     def command(self, host, argv):
         """argv run inside `host`'s namespace."""
-        return ["ip", "netns", "exec", self.namespace(host), *argv]
+        return command_in(self.namespace(host), argv)
 
     def start(self, host, argv, **popen):
         """A process inside `host`, stopped on leaving (and killed with this process)."""

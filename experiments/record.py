@@ -171,10 +171,14 @@ class Record:
 
     def setup(self, solvers=True):
         """What makes runs comparable with each other: machine, compute, limits (and the
-        network, for data on servers reached through a round trip; the reader's settings;
-        how many solvers trained at once, unless solvers=False)."""
-        rtt = (self.location or {}).get("rtt_ms_asked")
+        network, for data on servers reached through a round trip or on a cluster the user runs;
+        the reader's settings; over how many client hosts, and how many solvers trained at once,
+        unless solvers=False)."""
+        rtt, seeds = (self.location or {}).get("rtt_ms_asked"), (self.location or {}).get("seeds")
         network = f"; {rtt:g} ms round trip to the servers" if rtt is not None else ""
+        network += f"; the cluster at {seeds}" if seeds else ""
+        hosts = (self.concurrent or {}).get("client_hosts")
+        network += f"; solvers over {hosts} client host{'s' * (hosts > 1)}" if hosts else ""
         reader = "".join(f"; {k} {v}" for k, v in sorted((self.read_options or {}).items()))
         count = (self.concurrent or {}).get("solvers")
         together = f"; {count} solvers at once" if solvers and count else ""

@@ -95,6 +95,9 @@ def parser(full=True):
                    help="N training processes on the same artifact at once, each its own accelerator "
                         "(emulated, or the same GPU); each is recorded, with the group's makespan and "
                         "device bytes")
+    p.add_argument("--client-hosts", metavar="NS[,NS...]", type=lambda t: tuple(filter(None, t.split(","))), default=(),
+                   help=rare("run the solvers in these network namespaces, in turn, as if on that many client "
+                             "hosts (experiments/hosts.py makes them; benchmarks/multihost.py uses this)"))
     p.add_argument("--cold-fallback", choices=["fadvise"],
                    help=rare("without root, make 'cold' with posix_fadvise(DONTNEED) (recorded as such)"))
     p.add_argument("--count", type=int, help=rare("train images of a generated stand-in, when the data must be "
@@ -132,7 +135,7 @@ def compute_choice(a):
     return gpu, machines.get(a.profile).accelerator if a.profile else "h100"
 
 
-def _same_setup(r, limits, accelerator, iters, reading, concurrent):
+def _same_setup(r, limits, accelerator, iters, reading, concurrent, client_hosts=0):
     """Whether record r ran the setup asked: reading = (its read options, its location options);
     a record of a cluster the user runs is only the same setup on that cluster."""
     c = r.compute or {}
@@ -144,7 +147,8 @@ def _same_setup(r, limits, accelerator, iters, reading, concurrent):
             and (c.get("accelerator") if c.get("mode") == "emulated" else None) == accelerator
             and reached == location_options and (r.location or {}).get("seeds") == _cluster_seeds(r.backend)
             and (r.read_options or {}) == read_options
-            and (r.concurrent or {}).get("solvers", 1) == concurrent)
+            and (r.concurrent or {}).get("solvers", 1) == concurrent
+            and (r.concurrent or {}).get("client_hosts", 0) == client_hosts)
 
 
 def read_choice(a):
@@ -181,7 +185,8 @@ def recorded_runs(a, ok_only=True):
     reading = read_choice(a)
     return [r for r in recorded(a.out, a.dataset)
             if not r.superseded and (r.ok or not ok_only)
-            and _same_setup(r, limits, accelerator, a.iters, _read_for(r.backend, reading), a.concurrent)]
+            and _same_setup(r, limits, accelerator, a.iters, _read_for(r.backend, reading), a.concurrent,
+                           len(a.client_hosts))]
 
 
 def _cluster_seeds(backend):
@@ -254,7 +259,7 @@ def main(argv=None):
             read_options, location_options = _read_for(backend, reading)
             spec = runner.RunSpec(a.dataset, backend, cache_state, repeat, a.iters, a.test_interval,
                                   read_options=read_options, location_options=location_options,
-                                  concurrent=a.concurrent,
+                                  concurrent=a.concurrent, client_hosts=a.client_hosts,
                                   gpu=gpu, accelerator=accelerator, data_root=Path(a.data), results=Path(a.out),
                                   limits=limits, cold_fallback=a.cold_fallback, seed=a.seed,
                                   plan={"position": position, "cells": len(cells), "order": "interleaved"},

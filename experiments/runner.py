@@ -24,7 +24,7 @@ import psutil
 import toolchain
 from data_prep import backends, cache, datasets, locations
 from data_prep import manifest as manifest_file
-from experiments import accelerators, caffe_log, cgroup
+from experiments import accelerators, caffe_log, cgroup, hosts
 from experiments.record import Record, append
 from experiments.training import Progress, child_setup, train_all
 from models.nets import SolverSettings, write_net_files
@@ -64,6 +64,7 @@ class RunSpec:
     read_options: dict = field(default_factory=dict)  # the backend's reader options (Backend.options)
     location_options: dict = field(default_factory=dict)  # how its location is reached (Location.options)
     concurrent: int = 1              # training processes on the same artifact at once
+    client_hosts: tuple = ()         # network namespaces the solvers run in, in turn (experiments.hosts)
 
 
 @dataclass
@@ -179,6 +180,10 @@ def _run_lock(log):
 def _resolve(spec, log, gpu_model=None):
     # Caffe runs in the run's folder: every path it is given must be absolute
     spec.data_root, spec.results = Path(spec.data_root).resolve(), Path(spec.results).resolve()
+    absent = hosts.missing(spec.client_hosts) if spec.client_hosts else []
+    if absent:
+        raise RunError(f"no network namespace {', '.join(absent)} on this machine (ip netns list): "
+                       "client hosts are made by experiments/hosts.py, benchmarks/multihost.py say")
     dataset, backend = datasets.get(spec.dataset), backends.get(spec.backend)
     dest = Path(spec.data_root) / dataset.name / backend.name
     manifest = manifest_file.load(dest)
@@ -274,13 +279,23 @@ def _run_locked(spec, log):
         shared = _shared_fields(run, how, resident, monitor, env)
         together = ({"group": run.group_id, "solvers": spec.concurrent,
                      "makespan_seconds": round(max(t.wall for t in trainings), 3),
-                     "device_read_bytes": monitor.get("read_bytes_total")} if spec.concurrent > 1 else None)
-        return [_record(run, run_id, t, shared, dict(together, member=i) if together else None)
+                     "device_read_bytes": monitor.get("read_bytes_total")}
+                    if spec.concurrent > 1 or spec.client_hosts else None)
+        return [_record(run, run_id, t, shared, dict(together, member=i, **_placed(spec, i)) if together else None)
                 for i, (run_id, t) in enumerate(zip(run.run_ids, trainings))]
     finally:
         run.location.close()
         if run.group:
             run.group.remove()
+
+
+def _host_of(spec, member):
+    """The network namespace solver `member` runs in (None: this process's own)."""
+    return spec.client_hosts[member % len(spec.client_hosts)] if spec.client_hosts else None
+
+
+def _placed(spec, member):
+    return {"client_hosts": len(spec.client_hosts), "host": _host_of(spec, member)} if spec.client_hosts else {}
 
 
 def _shared_fields(run, how, resident, monitor, env):
@@ -318,6 +333,9 @@ def _train(run):
     held = (f"{resident:.1%} of {len(location.files)} files resident" if location.files
             else "every record in the servers' memory")
     solvers = f", {len(run.run_ids)} solvers at once" if len(run.run_ids) > 1 else ""
+    if spec.client_hosts:
+        count = len(spec.client_hosts)
+        solvers += f" on {count} client host{'s' * (count > 1)} (network namespaces)"
     run.log(f"{run.dataset.name} {run.backend.name} {spec.cache} (repeat {spec.repeat}): cache made {spec.cache} by "
             f"{how}, {held}; compute: {_compute_words(run.compute)}{solvers}")
     monitor_csv = run.run_dirs[0] / "monitor.csv"  # machine-wide: one for the group
@@ -326,8 +344,9 @@ def _train(run):
                                 "--interval", str(spec.monitor_interval)] + (["--device", device] if device else []),
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, preexec_fn=child_setup())
     try:
-        commands = [(run.backend.train_command(run_dir / "solver.prototxt", run.dest, run.dataset, spec.gpu), run_dir)
-                    for run_dir in run.run_dirs]
+        commands = [(_placed_command(spec, i, run.backend.train_command(run_dir / "solver.prototxt", run.dest,
+                                                                         run.dataset, spec.gpu)), run_dir)
+                    for i, run_dir in enumerate(run.run_dirs)]
         progress = Progress(run.run_dirs[0] / "caffe.log", run.settings.max_iter, run.dataset.model.batch,
                             spec.progress)
         _remove_leftovers(run, "by an earlier run")
@@ -340,6 +359,11 @@ def _train(run):
             for f in run_dir.glob("snapshot_iter_*"):
                 f.unlink()
     return trainings, how, resident, summarize_monitor(monitor_csv)
+
+
+def _placed_command(spec, member, argv):
+    host = _host_of(spec, member)
+    return hosts.command_in(host, argv) if host else argv
 
 
 def _remove_leftovers(run, when):

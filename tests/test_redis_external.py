@@ -1,7 +1,9 @@
 """A Redis Cluster the user runs (data_prep.redis_external), stood in for by a cluster of real
-redis-server processes that the test starts on loopback, with an ACL user of its own, as a lab
-would give each client: prepare.py and run.py reach it with --cluster, the records are LMDB's,
-the project's keys are under imgstore: alone, and what goes wrong is named."""
+redis-server processes that the test starts with an ACL user of its own, as a lab would give
+each client: on loopback, and on server hosts in network namespaces (experiments/lab_cluster.py,
+Redis and Valkey) read from client hosts. prepare.py and run.py reach it with --cluster, the
+records and their sequence are LMDB's, the project's keys are under imgstore: alone, and what
+goes wrong is named."""
 import os
 import subprocess
 import sys
@@ -91,64 +93,67 @@ def test_a_wrong_password_an_open_password_file_and_an_unreachable_seed_are_name
     assert p.returncode != 0 and "'no-port-here' is not HOST:PORT" in p.stderr
 
 
-FORM_CLUSTER = """
-import sys, time, redis
-admin, seeds = sys.argv[1], [s.split(":") for s in sys.argv[2].split(",")]
-nodes = [redis.Redis(host=h, port=int(p), password=admin, socket_timeout=5) for h, p in seeds]
-for n in nodes:
-    while True:
-        try:
-            n.ping()
-            break
-        except redis.ConnectionError:
-            time.sleep(0.1)
-per = 16384 // len(nodes)
-for i, n in enumerate(nodes):
-    n.execute_command("CLUSTER", "ADDSLOTSRANGE", i * per, 16383 if i == len(nodes) - 1 else (i + 1) * per - 1)
-for n in nodes[1:]:
-    nodes[0].execute_command("CLUSTER", "MEET", n.connection_pool.connection_kwargs["host"], n.connection_pool.connection_kwargs["port"])
-while any(n.cluster("info").get("cluster_state") != "ok" for n in nodes):
-    time.sleep(0.2)
-print("formed", flush=True)
+SAME_SEQUENCE = """
+import sys
+from pathlib import Path
+sys.path[:0] = [sys.argv[1], sys.argv[1] + "/tests"]
+import caffe
+from data_prep import backends, datasets, redis_external
+from test_lmdb_read import sequence
+redis_external.password()  # from the password file into the environment, where Caffe's reader looks
+dest = Path(sys.argv[2])
+def net(backend):
+    layer = backends.get(backend).data_layer(dest / backend, datasets.get("mnist"), dest / "mean.binaryproto")
+    n = caffe.NetSpec()
+    n.data, n.label = layer(40, caffe.TEST)
+    path = dest.parent / (backend + ".prototxt")
+    path.write_text(str(n.to_proto()))
+    return str(path)
+lmdb, redis = (sequence(net(b), 20) for b in ("lmdb", "redis"))
+print("same" if lmdb == redis else "differ", len(lmdb), len(set(lmdb)))
 """
 
 
-def test_a_cluster_on_other_hosts_is_prepared_and_trained_from_by_a_client_host(tmp_path):
-    """Three server hosts and a client host in network namespaces of their own (not loopback):
-    the servers form a cluster at their own addresses, with an ACL user; the client host
-    prepares MNIST into it with --cluster and trains from it."""
-    from experiments import hosts, record
-    admin, secret = "admin-" + os.urandom(8).hex(), "lab-" + os.urandom(8).hex()
-    password_file = tmp_path / "password"
-    password_file.write_text(secret)
-    password_file.chmod(0o600)
-    with hosts.Hosts(clients=1, servers=3) as net:
-        seeds = ",".join(f"{net.address(f'server-{i}')}:6379" for i in range(3))
-        for i in range(3):
-            home = tmp_path / f"server-{i}"
-            home.mkdir()
-            server = net.start(f"server-{i}", ["redis-server", "-"], stdin=subprocess.PIPE,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            server.stdin.write("\n".join([
-                "port 6379", f"bind {net.address(f'server-{i}')}", "protected-mode yes", f"requirepass {admin}",
-                f"user {USER} on >{secret} ~imgstore:* +@all", "cluster-enabled yes",
-                f"cluster-config-file {home}/nodes.conf", f"dir {home}", 'save ""', "appendonly no", ""]).encode())
-            server.stdin.close()
-        formed = subprocess.run(net.command("client-0", [PY, "-c", FORM_CLUSTER, admin, seeds]), capture_output=True,
-                                text=True, timeout=60)
-        assert "formed" in formed.stdout, formed.stderr
-        env = {k: v for k, v in os.environ.items() if not k.startswith("IMGSTORE_REDIS")}
-        env.update(IMGSTORE_REDIS_USER=USER, IMGSTORE_REDIS_PASSWORD_FILE=str(password_file))
+@pytest.mark.parametrize("server", ["redis", "valkey"])
+def test_a_cluster_on_other_hosts_is_prepared_and_trained_from_by_client_hosts(tmp_path, server):
+    """Three server hosts and two client hosts in network namespaces of their own (not loopback):
+    the servers (Debian's redis-server, or its valkey-server) form a cluster at their own
+    addresses, with an ACL user; a client host prepares MNIST into it with --cluster, reads it
+    in LMDB's sequence across passes, and trains two solvers from it, one on each client host."""
+    from experiments import hosts, lab_cluster, record
+    with hosts.Hosts(clients=2, servers=3) as net:
+        lab = lab_cluster.LabCluster(net, tmp_path / "lab", server=server).start()
         data, out = tmp_path / "data", tmp_path / "results"
-        for script, args in (("data_prep/prepare.py", ["mnist", "redis", "--limit", "300", "--out", str(data), "--quiet"]),
-                             ("experiments/run.py", ["mnist", "redis", "warm", "--iters", "20", "--data", str(data),
-                                                     "--out", str(out), "--quiet"])):
-            p = subprocess.run(net.command("client-0", [PY, str(ROOT / script), *args, "--cluster", seeds]),
-                               capture_output=True, text=True, env=env, timeout=600)
+        clients = ",".join(net.namespace(f"client-{i}") for i in range(2))
+
+        def inside(argv):
+            p = subprocess.run(net.command("client-0", argv), capture_output=True, text=True, env=lab.env(),
+                               timeout=600)
             assert p.returncode == 0, p.stderr[-3000:]
-        r, = record.recorded(out, "mnist")
-        assert r.ok and r.location["seeds"] == seeds and r.location["masters"] == 3
-        assert seeds.split(",")[0].startswith(hosts.SUBNET)
+            return p
+        inside([PY, str(ROOT / "data_prep/prepare.py"), "mnist", "lmdb,redis", "--limit", "300", "--out", str(data),
+                "--cluster", lab.seeds, "--quiet"])
+        # 20 batches of 40 over the 300 test records: 2.7 passes, batches straddling the wrap-around
+        assert inside([PY, "-c", SAME_SEQUENCE, str(ROOT), str(data / "mnist")]).stdout.split() == ["same", "800", "300"]
+        inside([PY, str(ROOT / "experiments/run.py"), "mnist", "redis", "warm", "--iters", "20", "--data", str(data),
+                "--out", str(out), "--quiet", "--cluster", lab.seeds, "--concurrent", "2", "--client-hosts", clients])
+        runs = record.recorded(out, "mnist")
+        assert len(runs) == 2 and all(r.ok for r in runs)
+        assert sorted(r.concurrent["host"] for r in runs) == sorted(clients.split(","))
+        r = runs[0]
+        assert r.concurrent["client_hosts"] == 2 and "solvers over 2 client hosts" in r.setup()[2]
+        assert r.location["seeds"] == lab.seeds and r.location["masters"] == 3 and r.location["server"] == server
+        assert lab.seeds.startswith(hosts.SUBNET) and set(r.location["servers"]) == set(lab.seeds.split(","))
+        assert all(s["cpu_seconds"] > 0 for s in r.location["servers"].values())  # from the servers' own INFO
+        made = list(net.made)
+    assert not set(made) & set(hosts.namespaces())
+
+
+def test_a_solver_placed_on_a_host_that_does_not_exist_is_named(tmp_path):
+    from experiments import runner
+    spec = runner.RunSpec("mnist", "lmdb", "warm", client_hosts=("imgstore-no-such-host",), data_root=tmp_path)
+    with pytest.raises(runner.RunError, match="no network namespace imgstore-no-such-host"):
+        runner._resolve(spec, print)
 
 
 def test_runs_on_a_cluster_the_user_runs_are_not_the_same_setup_as_on_the_projects(monkeypatch):
