@@ -315,6 +315,16 @@ def _save_mean(mean, source, out, log):
 
 # --- verify ------------------------------------------------------------------------
 
+def clean(dataset, backend_names, out_root, log=print):
+    """Removes the dataset's artifacts in these backends (a cluster's records too, under the
+    dataset's prefixes alone); its mean and the other backends' stay."""
+    out = Path(out_root) / dataset
+    with dataset_lock(out):
+        for name in backend_names:
+            backends.get(name).remove(out / name)
+            log(f"  {name}: removed ({out / name})")
+
+
 def verify(dataset, backend_names, out_root, source_path=None, seed=0, progress=True, log=print):
     """Re-read every artifact; each must yield the source's (label, pixels) sequence
     (pretransformed ones: the transform of it, exactly). Returns the list of failures."""

@@ -5,6 +5,7 @@
   python data_prep/prepare.py cifar10 lmdb,images       # generated stand-in unless --source
   python data_prep/prepare.py imagenet lmdb,leveldb,images --count 2000
   python data_prep/prepare.py verify mnist all          # re-read everything, compare to source
+  python data_prep/prepare.py clean mnist redis         # remove artifacts (a cluster's records too)
 
 Pixels are stored in BGR order (Caffe's convention) whatever the source. A backend that
 cannot hold a dataset is skipped with the reason (hdf5/pymem/cppmem for imagenet, as in
@@ -33,7 +34,7 @@ def main(argv=None):
                       for d in datasets.REGISTRY.values())
     p = argparse.ArgumentParser(description=__doc__, epilog="datasets:\n" + known,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("dataset", help=f"{', '.join(datasets.REGISTRY)}, or 'verify' followed by a dataset")
+    p.add_argument("dataset", help=f"{', '.join(datasets.REGISTRY)}, or 'verify' or 'clean' followed by a dataset")
     p.add_argument("backends", nargs="+", help=f"comma-separated: {', '.join(backends.REGISTRY)}, or 'all'")
     p.add_argument("--source", help="the real dataset (IDX folder, CIFAR-10 batches folder, ImageNet tree)")
     p.add_argument("--out", default=str(DEFAULT_OUT), help="output root (default: %(default)s)")
@@ -57,6 +58,11 @@ def main(argv=None):
                 print(f"FAIL {dataset} {f}", file=sys.stderr)
             print(f"verify {dataset}: {'FAILED' if failures else 'all artifacts match the source'}")
             return 1 if failures else 0
+        if a.dataset == "clean":
+            if len(a.backends) != 2:
+                p.error("clean DATASET BACKENDS: which dataset, which backends (comma-separated, or all)")
+            build.clean(datasets.get(a.backends[0]).name, backend_list(a.backends[1]), a.out)
+            return 0
         if len(a.backends) != 1:
             p.error("give the backends as one comma-separated list")
         results = build.prepare(a.dataset, backend_list(a.backends[0]), a.out, a.source, a.limit,

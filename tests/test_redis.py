@@ -256,6 +256,31 @@ def test_an_incomplete_data_set_is_refused_then_rewritten(scratch, tmp_path):
         c.close()
 
 
+def test_clean_removes_one_data_set_for_good_and_nothing_else(scratch):
+    """prepare.py clean: the manifest and every key of the data set's prefixes go, another data
+    set's stay, and a restart from the servers' saved files does not bring them back."""
+    from data_prep import build
+    from data_prep.backends import redis_store
+    running, data_root = scratch, scratch.root.parent
+    build.prepare("mnist", ["redis"], data_root, limit=200, force=True, progress=False, log=lambda *_: None)
+    c = redis_store.client(running)
+    try:
+        c.set("cifar10:test:kept", "another data set's")
+        build.clean("mnist", ["redis"], data_root, log=lambda *_: None)
+        assert not (data_root / "mnist" / "redis").exists()
+        running.stop()
+        running.start()
+    finally:
+        c.close()
+    c = redis_store.client(running)
+    try:
+        left = [k.decode() for k in c.scan_iter(match="*", count=1000, target_nodes=c.ALL_NODES)]
+        assert left == ["cifar10:test:kept"]
+        c.delete("cifar10:test:kept")
+    finally:
+        c.close()
+
+
 def test_values_larger_than_a_read_and_holding_crlf_come_out_whole_and_in_order(scratch, tmp_path):
     """The reader parses replies where read() put them (patch 0012): a value of several reads
     (480 KB against 256 KB per read), bytes that look like protocol (CR LF, '$', '-') inside it,

@@ -72,6 +72,18 @@ def test_a_cluster_the_user_runs_is_prepared_and_trained_from_as_lmdb_is(lab, tm
     cold = cli("experiments/run.py", ["mnist", "redis", "cold", "--iters", "20", "--cluster", seeds,
                                       "--data", str(data), "--out", str(out), "--quiet"], password_file)
     assert cold.returncode == 2 and "is not this project's" in cold.stderr
+    admin = cluster.client()
+    try:
+        admin.set("lab:own-key", "kept")  # the lab's own data, beside the project's
+        clean = cli("data_prep/prepare.py", ["clean", "mnist", "redis", "--out", str(data), "--cluster", seeds],
+                    password_file)
+        assert clean.returncode == 0, clean.stderr
+        left = [k.decode() for k in admin.scan_iter(match="*", count=1000, target_nodes=admin.ALL_NODES)]
+        assert left == ["lab:own-key"]
+    finally:
+        admin.delete("lab:own-key")
+        admin.close()
+    assert not (data / "mnist" / "redis").exists() and (data / "mnist" / "lmdb" / "manifest.json").exists()
 
 
 def test_a_wrong_password_an_open_password_file_and_an_unreachable_seed_are_named(lab, tmp_path):

@@ -138,6 +138,13 @@ class Backend:
         return {name: declared[name].proto_value(declared[name].value(value))
                 for name, value in (read_options or {}).items()}
 
+    def remove(self, dest):
+        """Removes the artifact at dest, and a half-written one beside it (prepare.py clean)."""
+        import shutil
+        dest = Path(dest)
+        for path in (dest, dest.parent / f".{dest.name}.partial"):
+            shutil.rmtree(path, ignore_errors=True)
+
     def remove_leftovers(self):
         """Removes what killed solvers of this backend left outside their artifacts (LMDB's
         shared rings in /dev/shm that no process holds); returns what it removed. The runner

@@ -239,6 +239,23 @@ class RedisBackend(datum.DatumBackend, Backend):
     def session(self, dest):
         return cluster_of(dest).session()
 
+    def remove(self, dest):
+        """The manifest first (no manifest vouches for records going), then every key of both
+        phases, under this data set's prefixes alone; the project's cluster saves after, so that
+        a restart does not bring them back."""
+        super().remove(dest)
+        cluster = cluster_of(dest)
+        if not cluster.external and not cluster.root.exists():
+            return  # the project's cluster never ran under this data folder: no record anywhere
+        with cluster.session():
+            c = client(cluster)
+            try:
+                for phase in ("train", "test"):
+                    delete_prefix(c, prefix_of(dest, phase))
+            finally:
+                c.close()
+            cluster.save()
+
     def footprint(self, dest, phase=None):
         """As the servers report it: value bytes (STRLEN) and memory used (MEMORY USAGE)."""
         cluster = cluster_of(dest)
