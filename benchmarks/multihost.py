@@ -39,7 +39,8 @@ from analysis import capacity  # noqa: E402
 from experiments import hosts, lab_cluster, record  # noqa: E402
 
 SERVERS = 3
-ROW_HEAD = "| client hosts | largest N | AU at N / N + 1 (n) | stopped by | CPU per image at N + 1, µs: solvers / servers |"
+ROW_HEAD = ("| client hosts | largest N | AU at N / N + 1 (n) | stopped by | CPU per image at N + 1 (at N where N + 1 "
+            "was not run), µs: solvers / servers |")
 
 
 def parser():
@@ -112,16 +113,18 @@ def row_of(h, capacity_table):
 
 
 def cpu_words(a, h, seeds, capacity_table):
-    """Where the CPU went per image at the N that failed (analysis/capacity.py cpu_per_image), from
-    the records of the sweep just run: those on this cluster over h client hosts, on its curve."""
+    """Where the CPU went per image at the N that failed, or at the largest where none did
+    (analysis/capacity.py cpu_per_image), from the records of the sweep just run: those on this
+    cluster over h client hosts, on its curve."""
     largest = int(redis_row(capacity_table).split("|")[2].strip().rstrip("+"))
     mine = [r for r in record.recorded(a.out, a.dataset) if not r.superseded
             and (r.concurrent or {}).get("client_hosts") == h and (r.location or {}).get("seeds") == seeds]
     if not mine:
         return "-"
-    curve = capacity.curve_of(mine[-1])
-    split = capacity.cpu_per_image([r for r in mine if capacity.curve_of(r) == curve
-                                    and capacity.solvers(r) == largest + 1])
+    curve = [r for r in mine if capacity.curve_of(r) == capacity.curve_of(mine[-1])]
+    at = ([r for r in curve if capacity.solvers(r) == largest + 1]
+          or [r for r in curve if capacity.solvers(r) == largest])  # N + 1 not run: --max held
+    split = capacity.cpu_per_image(at)
     return " / ".join(f"{v:.1f}" for v in split) if split else "-"
 
 

@@ -12,11 +12,12 @@ PY = str(ROOT / ".venv" / "bin" / "python")
 
 
 def test_a_sweep_over_client_hosts_gives_a_row_per_count_and_leaves_no_host(tmp_path):
+    """200 iterations a run: long enough for the solvers' threads to be sampled (every 0.5 s)."""
     from experiments import hosts, record
     out = tmp_path / "results"
     env = {k: v for k, v in os.environ.items() if not k.startswith("IMGSTORE_REDIS")}
     p = subprocess.Popen([PY, str(ROOT / "benchmarks" / "multihost.py"), "mnist", "--hosts", "1,2", "--max", "2",
-                          "--confirm", "1", "--iters", "40", "--out", str(out)],
+                          "--confirm", "1", "--iters", "200", "--out", str(out)],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     stdout, stderr = p.communicate(timeout=1200)
     assert p.returncode == 0, stderr[-3000:]
