@@ -259,9 +259,8 @@ def servers_cpu_per_image(records):
     image delivered, over the complete groups of these records (0 without servers)."""
     images = seconds = 0.0
     for group in _groups([r for r in records if r.ok]).values():
-        servers = ((group[0].location or {}).get("servers") or {}).values()
-        if len(group) == solvers(group[0]) and servers:
-            seconds += sum(s["cpu_seconds"] for s in servers if s)
+        if len(group) == solvers(group[0]) and (group[0].location or {}).get("servers"):
+            seconds += _servers_cpu(group[0])
             images += sum(trained_iterations(r) * datasets.get(r.dataset).model.batch for r in group)
     return seconds / images if images else 0.0
 
@@ -272,15 +271,23 @@ def cpu_per_image(records):
     accounting, which includes the kernel's network path each of them ran. None without figures."""
     split = []
     for group in _groups([r for r in records if r.ok]).values():
-        r = group[0]
-        if len(group) != solvers(r):
+        if len(group) != solvers(group[0]):
             continue
         images = sum(trained_iterations(x) * datasets.get(x.dataset).model.batch for x in group)
-        own = sum(sum(((x.process or {}).get("thread_cpu_seconds") or {}).values()) for x in group)
-        servers = sum(s["cpu_seconds"] for s in ((r.location or {}).get("servers") or {}).values() if s)
+        own = _solvers_cpu(group)
         if images and own:
-            split.append((1e6 * own / images, 1e6 * servers / images))
+            split.append((1e6 * own / images, 1e6 * _servers_cpu(group[0]) / images))
     return tuple(statistics.median(v[i] for v in split) for i in range(2)) if split else None
+
+
+def _solvers_cpu(group):
+    """CPU seconds of every thread of a group's solvers."""
+    return sum(sum(((x.process or {}).get("thread_cpu_seconds") or {}).values()) for x in group)
+
+
+def _servers_cpu(r):
+    """CPU seconds the servers holding the data (Redis nodes) spent over a run (0 without any)."""
+    return sum(s["cpu_seconds"] for s in ((r.location or {}).get("servers") or {}).values() if s)
 
 
 THREAD_BUSY = 0.85  # one thread busy this share of the solver's time has run out (Record.what_limited's)
@@ -387,9 +394,7 @@ def _processes_cpu(group):
     mean can miss a short run's busiest seconds."""
     r = group[0]
     cores = min(filter(None, ((r.environment or {}).get("cpu_cores"), (r.limits or {}).get("cpus"))), default=None)
-    servers = ((r.location or {}).get("servers") or {}).values()
-    used = (sum(sum(((x.process or {}).get("thread_cpu_seconds") or {}).values()) for x in group)
-            + sum(s["cpu_seconds"] for s in servers if s))
+    used = _solvers_cpu(group) + _servers_cpu(r)
     wall = max(x.wall_seconds or 0 for x in group)
     return min(1.0, used / (wall * cores)) if cores and wall and used else None
 

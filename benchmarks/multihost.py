@@ -25,6 +25,7 @@ after a SIGKILL.
 """
 import argparse
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -39,8 +40,8 @@ from analysis import capacity  # noqa: E402
 from experiments import hosts, lab_cluster, record  # noqa: E402
 
 SERVERS = 3
-ROW_HEAD = ("| client hosts | largest N | AU at N / N + 1 (n) | stopped by | CPU per image at N + 1 (at N where N + 1 "
-            "was not run), µs: solvers / servers |")
+ROW_HEAD = ("| client hosts | largest N | group AU at N / N + 1 (median, n) | stopped by | CPU per image at N + 1 "
+            "(at N where N + 1 was not run), µs: solvers / servers |")
 
 
 def parser():
@@ -83,49 +84,40 @@ def main(argv=None):
                + (["--count", str(a.count)] if a.count else []), env)
         for h in wanted:
             say(f"\n{h} client host{'s' * (h > 1)}: the capacity sweep, solvers over {', '.join(clients[:h])}")
-            table = inside(net, ["benchmarks/capacity.py", a.dataset, "redis", "warm", *sweep_options,
-                                 "--cluster", lab.seeds, "--client-hosts", ",".join(clients[:h]),
-                                 "--data", str(data), "--out", a.out], env, capture=True)
-            rows.append(row_of(h, table) + f" {cpu_words(a, h, lab.seeds, table)} |")
+            inside(net, ["benchmarks/capacity.py", a.dataset, "redis", "warm", *sweep_options,
+                         "--cluster", lab.seeds, "--client-hosts", ",".join(clients[:h]),
+                         "--data", str(data), "--out", a.out], env)
+            rows.append(row_of(a, h, lab.seeds))
     print(table_of(a, rows, time.time() - started))
     return 0
 
 
-def inside(net, script_args, env, capture=False):
-    """One of the project's scripts run inside client-0; its stdout returned when captured."""
+def inside(net, script_args, env):
+    """One of the project's scripts run inside client-0."""
     argv = net.command("client-0", [str(toolchain.PYTHON), str(toolchain.ROOT / script_args[0]), *script_args[1:]])
-    p = subprocess.run(argv, env=env, cwd=toolchain.ROOT, stdout=subprocess.PIPE if capture else None, text=True)
+    p = subprocess.run(argv, env=env, cwd=toolchain.ROOT)
     if p.returncode != 0:
         raise SystemExit(f"{script_args[0]} failed inside client-0 (exit {p.returncode}); its error is above")
-    return p.stdout
 
 
-def redis_row(capacity_table):
-    for line in capacity_table.splitlines():
-        if line.startswith("| redis |"):
-            return line
-    raise SystemExit(f"benchmarks/capacity.py printed no redis row:\n{capacity_table}")
-
-
-def row_of(h, capacity_table):
-    """The capacity table's redis row, with the client host count in front of it."""
-    return f"| {h} |" + redis_row(capacity_table)[len("| redis |"):]
-
-
-def cpu_words(a, h, seeds, capacity_table):
-    """Where the CPU went per image at the N that failed, or at the largest where none did
-    (analysis/capacity.py cpu_per_image), from the records of the sweep just run: those on this
-    cluster over h client hosts, on its curve."""
-    largest = int(redis_row(capacity_table).split("|")[2].strip().rstrip("+"))
+def row_of(a, h, seeds):
+    """One count of client hosts, as analysis/capacity.py tabulates a curve, from the records of
+    the sweep just run (those on this cluster over h client hosts, on the curve of the last one);
+    the CPU per image at N + 1, or at N where --max held and N + 1 was not run."""
     mine = [r for r in record.recorded(a.out, a.dataset) if not r.superseded
             and (r.concurrent or {}).get("client_hosts") == h and (r.location or {}).get("seeds") == seeds]
-    if not mine:
-        return "-"
-    curve = [r for r in mine if capacity.curve_of(r) == capacity.curve_of(mine[-1])]
-    at = ([r for r in curve if capacity.solvers(r) == largest + 1]
-          or [r for r in curve if capacity.solvers(r) == largest])  # N + 1 not run: --max held
-    split = capacity.cpu_per_image(at)
-    return " / ".join(f"{v:.1f}" for v in split) if split else "-"
+    key = capacity.curve_of(mine[-1])
+    curve = [r for r in mine if capacity.curve_of(r) == key]
+    by_n, lost_at = capacity.curves(curve)[key], capacity.lost(curve).get(key, set())
+    n, at, above = capacity.largest_n(by_n, lost_at)
+    split = capacity.cpu_per_image([r for r in curve if capacity.solvers(r) == (n + 1 if above else n)])
+    return (f"| {h} | {n}{'' if above else '+'} | {_median(at)} / {_median(above)} | "
+            f"{capacity.stopped_words(curve, key, by_n, lost_at, Path(a.out))} | "
+            f"{' / '.join(f'{v:.1f}' for v in split) if split else '-'} |")
+
+
+def _median(aus):
+    return f"{statistics.median(aus):.3f} (n = {len(aus)})" if aus else "-"
 
 
 def table_of(a, rows, seconds):

@@ -613,12 +613,7 @@ class Cluster:
                 continue
         else:
             return None
-        times = []
-        for _ in range(samples):
-            t = time.perf_counter()
-            c.ping()
-            times.append((time.perf_counter() - t) * 1000)
-        return round(statistics.median(times), 3)
+        return median_ms(c.ping, samples)
 
     # --- resharding ----------------------------------------------------------------
     def slot_owners(self):
@@ -692,6 +687,16 @@ class Cluster:
             return int(re.search(r"^VmHWM:\s+(\d+) kB", status, re.M).group(1)) * 1024
         except (OSError, AttributeError):
             return None
+
+
+def median_ms(call, samples=21):
+    """The median time of `call()` over `samples` calls, in ms (a PING's round trip, say)."""
+    times = []
+    for _ in range(samples):
+        t = time.perf_counter()
+        call()
+        times.append((time.perf_counter() - t) * 1000)
+    return round(statistics.median(times), 3)
 
 
 def _zombie(pid):

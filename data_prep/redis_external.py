@@ -14,12 +14,11 @@ replicas (replication is its owner's).
 """
 import os
 import stat
-import statistics
-import time
 from contextlib import nullcontext
 from pathlib import Path
 
 from data_prep.errors import SourceError
+from data_prep.redis_cluster import median_ms
 
 SEEDS_ENV = "IMGSTORE_REDIS_CLUSTER"
 USER_ENV = "IMGSTORE_REDIS_USER"
@@ -128,21 +127,18 @@ class ExternalCluster:
         return []
 
     def server_usage(self):
-        """Per master (HOST:PORT): its CPU seconds and resident memory as its INFO says, or None
-        where the user may not ask (an ACL without +info) or it does not answer."""
+        """Per master (HOST:PORT): its CPU seconds and resident memory as its INFO says; None each
+        where the user may not ask (an ACL without +info)."""
         import redis
         c = self.client()
         try:
-            out = {}
-            for node in c.get_primaries():
-                try:
-                    info = c.info(target_nodes=node)
-                    info = info.get(node.name, info) if isinstance(info, dict) and node.name in info else info
-                    out[node.name] = {"cpu_seconds": round(info["used_cpu_sys"] + info["used_cpu_user"], 3),
-                                      "rss_bytes": info["used_memory_rss"]}
-                except (redis.RedisError, KeyError):
-                    out[node.name] = None
-            return out
+            primaries = c.get_primaries()
+            try:
+                info = c.info(target_nodes=primaries)  # {node name: its INFO}
+            except redis.RedisError:
+                return {node.name: None for node in primaries}
+            return {name: {"cpu_seconds": round(v["used_cpu_sys"] + v["used_cpu_user"], 3),
+                           "rss_bytes": v["used_memory_rss"]} for name, v in info.items()}
         finally:
             c.close()
 
@@ -156,7 +152,8 @@ class ExternalCluster:
             info = c.info("server", target_nodes=c.get_primaries())
             versions = sorted({v.get("valkey_version") or v.get("redis_version") for v in info.values()})
             nodes = c.cluster_nodes()
-            rtt = _rtt_ms(c, c.get_primaries()[0])
+            first = c.get_primaries()[0]
+            rtt = median_ms(lambda: c.ping(target_nodes=first))
         finally:
             c.close()
         masters = sum("master" in n.get("flags", "") for n in nodes.values())
@@ -164,16 +161,6 @@ class ExternalCluster:
                 "server": "valkey" if any("valkey_version" in v for v in info.values()) else "redis",
                 "versions": versions, "masters": masters, "replicas": len(nodes) - masters,
                 "user": os.environ.get(USER_ENV) or "default", "rtt_ms_measured": rtt}
-
-
-def _rtt_ms(client, node, samples=21):
-    """Median PING round trip to a node, in ms, from this process (as the project's own cluster's)."""
-    times = []
-    for _ in range(samples):
-        t = time.perf_counter()
-        client.ping(target_nodes=node)
-        times.append((time.perf_counter() - t) * 1000)
-    return round(statistics.median(times), 3)
 
 
 def cluster():
