@@ -15,6 +15,8 @@
 # the image. /etc/imgstore-image says which base, pip source and Caffe build the image has.
 ARG BASE=nvidia/cuda:13.0.0-cudnn-devel-ubuntu24.04
 FROM ${BASE}
+# every layer of the build carries it, so docker/build.sh removes this project's unused layers only
+LABEL org.imgstore.project=imgstore
 ARG BASE
 ARG CAFFE_GPU=1
 ARG CAFFE_CUDA_ARCH="75 80 86 89 90"

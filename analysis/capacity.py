@@ -281,8 +281,14 @@ def cpu_per_image(records):
 
 
 def _solvers_cpu(group):
-    """CPU seconds of every thread of a group's solvers."""
-    return sum(sum(((x.process or {}).get("thread_cpu_seconds") or {}).values()) for x in group)
+    """CPU seconds of a group's solvers: each process's own, which counts threads that ended
+    between the samples of thread_cpu_seconds (older records: the sampled threads' sum)."""
+    return sum(_process_cpu(x) for x in group)
+
+
+def _process_cpu(r):
+    process = r.process or {}
+    return max(process.get("cpu_seconds") or 0, sum((process.get("thread_cpu_seconds") or {}).values()))
 
 
 def _servers_cpu(r):

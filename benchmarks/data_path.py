@@ -39,7 +39,12 @@ def main(argv=None):
     p.add_argument("--data", default=str(runner.ROOT / "data"))
     p.add_argument("--json", type=Path)
     a = p.parse_args(argv)
-    out = Path(tempfile.mkdtemp(prefix="data-path-"))
+    with tempfile.TemporaryDirectory(prefix="data-path-") as scratch:
+        return measure_backends(a, Path(scratch))
+
+
+def measure_backends(a, out):
+    """Runs every backend with no accelerator time (records in out); prints the table."""
     table = {}
     for name in a.datasets.split(","):
         ds = datasets.get(name)

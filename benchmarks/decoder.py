@@ -58,7 +58,12 @@ def main(argv=None):
     p.add_argument("--json", type=Path)
     a = p.parse_args(argv)
     minimal = minimal_opencv_lib()
-    out = Path(tempfile.mkdtemp(prefix="decoder-"))
+    with tempfile.TemporaryDirectory(prefix="decoder-") as scratch:
+        return measure_decoders(a, minimal, Path(scratch))
+
+
+def measure_decoders(a, minimal, out):
+    """Measures both OpenCV builds on each dataset's image files (run files in out); prints the table."""
     result = {"machine": runner.environment(), "cells": {}}
     for name in a.datasets.split(","):
         build.prepare_missing(name, ["images"], a.data, log=lambda m: print(m, file=sys.stderr))

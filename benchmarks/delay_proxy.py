@@ -16,6 +16,7 @@ measurement); rounds alternate the builds; medians and the spread are printed.
 """
 import argparse
 import json
+import shutil
 import statistics
 import sys
 import tempfile
@@ -80,6 +81,7 @@ def main(argv=None):
                           file=sys.stderr, flush=True)
     finally:
         cluster.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
     report(cells, a)
     if a.json:
         a.json.write_text(json.dumps({"cells": cells, "rtt_ms": a.rtt, "delay_legs": a.delay_legs, "depth": a.depth,

@@ -31,6 +31,7 @@ floats. Needs root for cold cells (drop_caches).
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -273,8 +274,16 @@ def main(argv=None):
 
 
 def run_all(a, wanted, caches):
-    from experiments import runner
     tmp = Path(tempfile.mkdtemp(prefix="peers-"))
+    try:
+        return _run_all(a, wanted, caches, tmp)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _run_all(a, wanted, caches, tmp):
+    """Every cell of the plan, a.rounds times; tmp holds the per-run files (mean files, image lists)."""
+    from experiments import runner
     names = a.datasets.split(",")
     for name in names:
         build.prepare_missing(name, sorted(set(FORMS.values())), a.data, log=lambda m: print(m, file=sys.stderr))

@@ -21,6 +21,7 @@ puts the round trip (data_prep/delay_proxy.c says why requests is the default).
 """
 import argparse
 import json
+import shutil
 import statistics
 import subprocess
 import sys
@@ -169,6 +170,7 @@ def main(argv=None):
                                   f"({time.time() - started:.0f} s)", file=sys.stderr, flush=True)
     finally:
         cluster.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
     report(cells, measured_rtt, a, depths, rtts, legs)
     if a.json:
         a.json.write_text(json.dumps({"cells": cells, "warm_up_seconds": warm_ups, "rtt_ms_measured": measured_rtt,

@@ -22,6 +22,7 @@ every cell alike; medians and the spread over rounds are printed.
 """
 import argparse
 import json
+import shutil
 import statistics
 import subprocess
 import sys
@@ -135,6 +136,7 @@ def main(argv=None):
                               file=sys.stderr, flush=True)
     finally:
         cluster.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
     report(rounds, a)
     if a.json:
         a.json.write_text(json.dumps({"rounds": rounds, "rtt_ms": a.rtt, "depth": a.depth,

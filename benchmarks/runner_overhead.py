@@ -35,7 +35,12 @@ def main(argv=None):
     p.add_argument("--iters", type=int, default=300)
     p.add_argument("--rounds", type=int, default=9)
     a = p.parse_args(argv)
-    work = Path(tempfile.mkdtemp(prefix="runner-bench-"))
+    with tempfile.TemporaryDirectory(prefix="runner-bench-") as scratch:
+        return measure_pairs(a, Path(scratch))
+
+
+def measure_pairs(a, work):
+    """Runs a.rounds pairs (the runner, bare caffe train) on a 5,000-image MNIST LMDB in work; prints the table."""
     build.prepare("mnist", ["lmdb"], work, limit=5000, progress=False, log=lambda *_: None)
     pairs, monitor, startup = [], [], []
     for i in range(a.rounds):

@@ -12,6 +12,10 @@
 #   3. a wheelhouse (docker/wheelhouse.sh), served on 127.0.0.1 to the build's pip only and
 #      stopped after it (DOCKER_WHEELHOUSE=0: pip in the build uses the registry instead).
 # Builds run with --network host (the daemon has no bridge). IMAGE overrides the tag.
+# Every layer of a build carries the label org.imgstore.project: before and after each build the
+# project's layers no image uses any more (an image the build replaced, a failed build's steps)
+# are removed, and none other; a build starts only with DOCKER_MIN_FREE_GB (default 8) free
+# where the daemon keeps its images.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(dirname "$here")
@@ -46,6 +50,21 @@ ensure_base() {
   rm -rf "$tmp"
 }
 
+remove_unused_layers() {
+  docker image prune -f --filter label=org.imgstore.project=imgstore | grep -v '^Total' || true
+}
+
+ensure_space() {
+  local dir need free
+  dir=$(docker info -f '{{.DockerRootDir}}')
+  need=${DOCKER_MIN_FREE_GB:-8}
+  free=$(df -P -BG "$dir" | awk 'NR == 2 {sub("G", "", $4); print $4}')
+  [ "$free" -ge "$need" ] && return
+  echo "only ${free} GB free in $dir (the Docker daemon's images), and a build needs about ${need} GB" >&2
+  echo "(DOCKER_MIN_FREE_GB); \`docker system df\` shows what holds it" >&2
+  exit 1
+}
+
 serve_wheelhouse() {  # $1: wheel set; sets wheel_args to the build arguments that point pip at it
   wheel_args=()
   [ "${DOCKER_WHEELHOUSE:-1}" = 1 ] || return 0
@@ -73,12 +92,17 @@ case "$variant" in
 esac
 
 ensure_daemon
+remove_unused_layers
+ensure_space
 [ "$variant" = gpu-nvidia ] || ensure_base
 wheel_args=()
 if [ -n "$wheels" ]; then serve_wheelhouse "$wheels"; fi
 echo "Building $image ($variant) ..."
 start=$(date +%s)
-docker build --network host "${build_args[@]}" "${wheel_args[@]}" -t "$image" "$root"
+built=0
+docker build --force-rm --network host "${build_args[@]}" "${wheel_args[@]}" -t "$image" "$root" && built=1
+remove_unused_layers
+[ "$built" = 1 ] || { echo "docker build of $image failed (above)" >&2; exit 1; }
 echo "Built $image in $(( $(date +%s) - start )) s, $(docker image inspect -f '{{.Size}}' "$image" |
       awk '{printf "%.1f GB", $1 / 1e9}'):"
 docker run --rm --network none "$image" cat /etc/imgstore-image | sed 's/^/  /'

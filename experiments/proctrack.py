@@ -11,6 +11,9 @@ import time
 # the roles of thread_cpu_seconds, as records keep them (the report and benchmarks read these)
 SOLVER, PREFETCH, READ_AHEAD, REDIS_IO, DECODE, OTHER = (
     "solver (main thread)", "data prefetch", "LMDB read-ahead", "Redis I/O", "image decode", "other threads")
+# the process's CPU that no sample saw: threads that ended between two samples (lmdb_read
+# COALESCED's helper for each large read lives ~1 ms) and every thread's last interval
+UNSAMPLED = "not sampled"
 # the threads that read records for the prefetch thread (data path CPU = prefetch + these)
 READERS = (READ_AHEAD, REDIS_IO, DECODE)
 
@@ -121,7 +124,11 @@ class Tracker:
             cpu = sum(int(x) for x in f[11:15]) / TICK  # utime stime cutime cstime
         except OSError:
             return {}
+        by_role = roles(self.threads, self.pid)
+        unsampled = cpu - sum(by_role.values())
+        if unsampled >= 0.01:
+            by_role[UNSAMPLED] = round(unsampled, 3)
         return {"read_bytes": io.get("read_bytes"), "read_chars": io.get("rchar"),
-                "cpu_seconds": round(cpu, 3), "thread_cpu_seconds": roles(self.threads, self.pid),
+                "cpu_seconds": round(cpu, 3), "thread_cpu_seconds": by_role,
                 "threads_seen": len(self.threads), "peak_rss_bytes": self.peak_rss or None,
                 "peak_anon_bytes": self.peak_anon or None}

@@ -195,6 +195,24 @@ def test_a_page_cache_that_no_longer_holds_the_data_at_n_1_is_named_memory():
     assert not capacity.stopped_by(failed).startswith("memory")  # nothing to compare with
 
 
+def test_cpu_of_threads_no_sample_saw_counts_towards_all_cores():
+    """A group whose sampled threads used little but whose processes used the cores (helper
+    threads that ended between two samples) stopped on all cores: the processes' own CPU
+    counts; a record without it falls back to its threads."""
+    from experiments.record import Record
+
+    def group(threads, process_cpu):
+        return [Record(f"s{i}", "cifar10", "lmdb", "warm", status="ok", returncode=0, au=0.8, iterations=1000,
+                       iterations_setting=1000, wall_seconds=2.0, environment={"cpu_cores": 2}, concurrent={"group": "g", "solvers": 3, "member": i},
+                       process={"thread_cpu_seconds": threads, **({"cpu_seconds": process_cpu} if process_cpu else {})})
+                for i in range(3)]
+    sampled = {proctrack.PREFETCH: 0.3, proctrack.READ_AHEAD: 0.3, proctrack.SOLVER: 0.2}
+    assert capacity.stopped_by(group(sampled, 1.3)) == "all cores (98%)"  # 3 x 1.3 CPU-s over 2 s on 2 cores
+    assert capacity.stopped_by(group(sampled, None)) == "not found (cores 60%)"  # 3 x 0.8 CPU-s
+    per_image = capacity.cpu_per_image(group(sampled, 1.3))[0]
+    assert per_image == pytest.approx(1e6 * 3 * 1.3 / (3 * 1000 * 100))  # cifar10_quick's batch of 100
+
+
 @pytest.mark.parametrize("backend, cache, options, stopped", [
     ("images", "warm", ["--iters", "3000"], "one thread (prefetch"),           # PNG decoding on one thread
     ("leveldb", "warm", ["--iters", "3000", "--concurrent", "2"], "a lock (LevelDB's: 1 of 2 solvers refused)"),

@@ -3,6 +3,7 @@ Caffe's Data layer (the first batch compared float for float where the transform
 randomness), cold cells are verified cold, and a cell that fails is kept with its error.
 Caffe's rows run everywhere; DALI's and PyTorch's only where `make peers` installed them."""
 import json
+import os
 import subprocess
 import sys
 
@@ -13,12 +14,19 @@ from conftest import ROOT
 PEERS = ROOT / ".venv-peers" / "bin" / "python"
 
 
+def own_tmp(tmp_path):
+    """An environment whose TMPDIR is a fresh folder: what a run leaves there is seen."""
+    (tmp_path / "tmp").mkdir()
+    return dict(os.environ, TMPDIR=str(tmp_path / "tmp"))
+
+
 def compare(data_root, tmp_path, *args):
     out = tmp_path / "peers.json"
     p = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "peers.py"), "--datasets", "mnist,cifar10",
                         "--rounds", "1", "--images", "400", "--min-seconds", "0.3", "--data", str(data_root),
-                        "--json", str(out), *args], capture_output=True, text=True, timeout=900)
+                        "--json", str(out), *args], capture_output=True, text=True, timeout=900, env=own_tmp(tmp_path))
     assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-3000:]
+    assert not list((tmp_path / "tmp").iterdir()), "the run left its scratch files"
     return json.loads(out.read_text()), p.stdout
 
 
@@ -63,8 +71,9 @@ def test_a_failing_cell_is_kept_with_its_error(mnist_small, tmp_path):
     p = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "peers.py"), "--datasets", "mnist", "--loaders",
                         "caffe", "--caches", "warm", "--rounds", "1", "--images", "128", "--threads", "1",
                         "--min-seconds", "0", "--data", str(data), "--json", str(out)],
-                       capture_output=True, text=True, timeout=600)
+                       capture_output=True, text=True, timeout=600, env=own_tmp(tmp_path))
     assert p.returncode == 1, p.stderr[-2000:]
+    assert not list((tmp_path / "tmp").iterdir()), "the failed run left its scratch files"
     cells = {c["form"]: c for c in json.loads(out.read_text())["cells"]}
     assert "error" not in cells["lmdb"] and cells["lmdb"]["images"] > 0
     assert first.split("/")[-1] in cells["images"]["error"] or "Could not open" in cells["images"]["error"], \

@@ -1,0 +1,33 @@
+"""experiments/proctrack.py on a real process: the CPU of threads that end between two samples
+(as lmdb_read COALESCED's helper for each large read does) is kept in the record, not lost."""
+import subprocess
+import sys
+
+import pytest
+
+from experiments import proctrack
+
+SHORT_THREADS = """
+import threading, time
+def burn():
+    end = time.process_time() + 0.02
+    while time.process_time() < end:
+        pass
+for _ in range(60):  # 60 threads of ~20 ms of CPU each, one after another, ~1.2 s
+    t = threading.Thread(target=burn); t.start(); t.join()
+"""
+
+
+def test_threads_that_end_between_samples_are_counted_as_not_sampled():
+    child = subprocess.Popen([sys.executable, "-c", SHORT_THREADS])
+    tracker = proctrack.Tracker(child.pid)
+    try:
+        while not tracker.wait(0.5):
+            tracker.sample()
+        found = tracker.summary()
+    finally:
+        child.wait()
+    roles = found["thread_cpu_seconds"]
+    assert found["cpu_seconds"] >= 1.0, found
+    assert roles[proctrack.UNSAMPLED] >= 0.5 * found["cpu_seconds"], roles  # most of it: no sample saw those threads
+    assert sum(roles.values()) == pytest.approx(found["cpu_seconds"], abs=0.01)
