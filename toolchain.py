@@ -1,5 +1,7 @@
 """Where this project's builds live. The one Python module that names .build/ and what is in
 it (caffe/build.sh makes them; everything else asks here)."""
+import contextlib
+import os
 import sys
 from pathlib import Path
 
@@ -10,6 +12,8 @@ CAFFE_KEY = BUILD / "caffe.key"       # the build's cache key (source + patches 
 CPPMEM = BUILD / "cppmem_train"       # experiments/cppmem, linked against that Caffe
 CPU_PROBE = BUILD / "cpu_probe"       # monitor/cpu_probe.cpp, linked against that Caffe
 PYTHON = Path(sys.executable)         # the interpreter running us: the venv, or a GPU machine's own
+# caffe/build.sh's cache of builds, one folder per key (scripts/defaults.sh: CAFFE_CACHE)
+BUILD_CACHE = Path(os.environ.get("CAFFE_CACHE", Path.home() / ".cache" / "imgstore-caffe"))
 
 
 class MissingBuild(RuntimeError):
@@ -84,3 +88,30 @@ def image_decoder():
     found = [line.split("=>")[1].split("(")[0].strip() for line in out.splitlines()
              if "libopencv_imgcodecs" in line and "=>" in line]
     return str(Path(found[0]).resolve()) if found and found[0] != "not found" else None
+
+
+def cached_build(key):
+    """The install prefix of the cached Caffe build `key` (bin/, lib/, python/)."""
+    install = BUILD_CACHE / f"build-{key}" / "install"
+    if not install.exists():
+        raise MissingBuild(f"{install} missing: no cached Caffe build {key}")
+    return install
+
+
+@contextlib.contextmanager
+def using_build(key):
+    """The cached Caffe build `key` is the current one (.build/caffe and its key, so records name
+    it) while the block runs, then the current one again: two builds measured side by side."""
+    install = cached_build(key)
+    saved, saved_key = os.readlink(CAFFE), CAFFE_KEY.read_text()
+    try:
+        _point_at(install, key + "\n")
+        yield install
+    finally:
+        _point_at(saved, saved_key)
+
+
+def _point_at(install, key_text):
+    CAFFE.unlink()
+    CAFFE.symlink_to(install)
+    CAFFE_KEY.write_text(key_text)

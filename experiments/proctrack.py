@@ -1,7 +1,7 @@
 """What the training process itself did, beside the machine-wide monitor: the bytes it and
 its children read (/proc/PID/io, read at exit before it is reaped, so nothing is missed),
 its CPU seconds, its peak resident memory (sampled), and each thread's CPU by role (Caffe's data-prefetch threads are named
-"caffe-prefetch" by caffe/patches/0010, lmdb_read COALESCED's walker "lmdb-read-ahead" by 0013 and SHARED's ring writer "lmdb-shared" by 0015, both counted as LMDB read-ahead;
+"caffe-prefetch" by caffe/patches/0010, lmdb_read COALESCED's walker "lmdb-read-ahead" by 0013 and its read helper "lmdb-pread" by 0025, SHARED's ring writer "lmdb-shared" by 0015, all counted as LMDB read-ahead;
 the Redis reader's I/O thread "redis-io" by 0016, ImageData's decoding threads "caffe-decode"
 by 0021; the main thread is the solver)."""
 import os
@@ -11,8 +11,8 @@ import time
 # the roles of thread_cpu_seconds, as records keep them (the report and benchmarks read these)
 SOLVER, PREFETCH, READ_AHEAD, REDIS_IO, DECODE, OTHER = (
     "solver (main thread)", "data prefetch", "LMDB read-ahead", "Redis I/O", "image decode", "other threads")
-# the process's CPU that no sample saw: threads that ended between two samples (lmdb_read
-# COALESCED's helper for each large read lives ~1 ms) and every thread's last interval
+# the process's CPU that no sample saw: threads that ended between two samples (before patch
+# 0025, lmdb_read COALESCED's helper for each large read, ~1 ms) and every thread's last interval
 UNSAMPLED = "not sampled"
 # the threads that read records for the prefetch thread (data path CPU = prefetch + these)
 READERS = (READ_AHEAD, REDIS_IO, DECODE)

@@ -84,3 +84,26 @@ def test_print_dir_names_the_current_build_and_touches_nothing(tmp_path):
     assert folder.endswith(f"build-{key}") and state == "built"
     assert os.path.exists(os.path.join(folder, ".complete"))
     assert sorted(p.name for p in toolchain.BUILD.iterdir()) == before
+
+
+def test_a_cached_build_is_current_only_inside_using_build(tmp_path, monkeypatch):
+    """Two builds side by side: inside the block .build/caffe and its key name the other build,
+    after it (an error included) the current one again; a key not in the cache is refused."""
+    import pytest
+    cache, build = tmp_path / "cache", tmp_path / ".build"
+    for key in ("aaaa", "bbbb"):
+        (cache / f"build-{key}" / "install").mkdir(parents=True)
+    build.mkdir()
+    (build / "caffe").symlink_to(cache / "build-aaaa" / "install")
+    (build / "caffe.key").write_text("aaaa\n")
+    monkeypatch.setattr(toolchain, "BUILD_CACHE", cache)
+    monkeypatch.setattr(toolchain, "CAFFE", build / "caffe")
+    monkeypatch.setattr(toolchain, "CAFFE_KEY", build / "caffe.key")
+    with pytest.raises(RuntimeError):
+        with toolchain.using_build("bbbb") as install:
+            assert toolchain.build_key() == "bbbb" and (build / "caffe").resolve() == install
+            raise RuntimeError("a failed run")
+    assert toolchain.build_key() == "aaaa" and (build / "caffe").resolve() == cache / "build-aaaa" / "install"
+    with pytest.raises(toolchain.MissingBuild, match="build-cccc"):
+        with toolchain.using_build("cccc"):
+            pass

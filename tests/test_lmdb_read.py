@@ -83,6 +83,39 @@ def test_large_records_are_read_in_a_few_large_reads(databases, tmp_path):
     assert int(rest.split()[0]) <= 6  # in 4 MiB reads, a leaf page or two away from the run
 
 
+def thread_names(pid):
+    names = []
+    for task in os.listdir(f"/proc/{pid}/task"):
+        try:
+            names.append(open(f"/proc/{pid}/task/{task}/comm").read().strip())
+        except OSError:  # ended while listed
+            pass
+    return names
+
+
+def test_the_reads_ahead_run_on_one_named_thread_per_walker(databases, tmp_path):
+    """Not a thread per 4 MiB read (each lived ~1 ms, unseen by the records' thread samples):
+    one "lmdb-pread" beside each walker, before and after the reads."""
+    net = net_file(tmp_path / "c.prototxt", databases["imagenet"], 10, lmdb_read="coalesced", lmdb_read_kb=1024)
+    script = ("import sys, caffe\nnet = caffe.Net(sys.argv[1], caffe.TEST)\nprint('ready', flush=True)\n"
+              "sys.stdin.readline()\nfor _ in range(24): net.forward()\nprint('done', flush=True)\nsys.stdin.readline()\n")
+    with open(tmp_path / "log", "w") as log:
+        p = subprocess.Popen([sys.executable, "-c", script, str(net)], text=True, stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, stderr=log, env=dict(os.environ, GLOG_minloglevel="2"))
+    try:
+        seen = []
+        for step in ("ready", "done"):
+            assert p.stdout.readline().strip() == step, (tmp_path / "log").read_text()[-2000:]
+            seen.append(thread_names(p.pid))
+            p.stdin.write("go\n")
+            p.stdin.flush()
+        assert p.wait(timeout=60) == 0
+    finally:
+        p.kill()
+    for names in seen:
+        assert names.count("lmdb-pread") == names.count("lmdb-read-ahead") >= 1, names
+
+
 @pytest.fixture(scope="module")
 def committed(tmp_path_factory):
     """Data sets larger than one 4 MiB read, written in commits of 1,000 records as data_prep

@@ -7,8 +7,8 @@ import json, os, shutil, statistics, subprocess, sys, tempfile
 from pathlib import Path
 sys.path[:0] = [str(Path.cwd()), str(Path.cwd() / "tests")]
 from test_lmdb_read import net_file
+import toolchain
 
-CACHE = Path.home() / ".cache" / "imgstore-caffe"
 before, after = sys.argv[1:3]
 BUILDS = {"0024": before, "0025": after}
 SCRIPT = """
@@ -25,24 +25,17 @@ print(time.process_time() - c0, flush=True)
 def one_pass(key, db, records, read):
     net = net_file(Path(tempfile.gettempdir()) / f"ab25-{read}.prototxt", Path.cwd() / db, 100,
                    **({"lmdb_read": read} if read != "mmap" else {}))
-    env = dict(os.environ, PYTHONPATH=str(CACHE / f"build-{key}" / "install" / "python"), GLOG_minloglevel="2")
+    env = dict(os.environ, PYTHONPATH=str(toolchain.cached_build(key) / "python"), GLOG_minloglevel="2")
     p = subprocess.run([sys.executable, "-c", SCRIPT, str(net), str(records // 100)], capture_output=True,
                        text=True, env=env, check=True)
     return float(p.stdout) / records * 1e6
 
 
 def training(key, ahead, out):
-    link, key_file = Path(".build/caffe"), Path(".build/caffe.key")
-    saved, saved_key = os.readlink(link), key_file.read_text()
-    try:
-        link.unlink(); link.symlink_to(CACHE / f"build-{key}" / "install")
-        key_file.write_text(key + "\n")
+    with toolchain.using_build(key):
         subprocess.run([sys.executable, "experiments/run.py", "cifar10", "lmdb", "warm", "--lmdb-read", "coalesced",
                         "--lmdb-ahead-mb", str(ahead), "--iters", "1000", "--accelerator", "h100", "--out", str(out)],
                        check=True, capture_output=True)
-    finally:
-        link.unlink(); link.symlink_to(saved)
-        key_file.write_text(saved_key)
     r = json.loads((out / "cifar10" / "records.jsonl").read_text().splitlines()[-1])
     assert r["environment"]["caffe_build_key"] == key, r["environment"]["caffe_build_key"]
     return r["process"]["cpu_seconds"], r["process"]["thread_cpu_seconds"].get("LMDB read-ahead"), r["au"]
