@@ -112,6 +112,11 @@ def using_build(key):
 
 
 def _point_at(install, key_text):
-    CAFFE.unlink()
-    CAFFE.symlink_to(install)
-    CAFFE_KEY.write_text(key_text)
+    """.build/caffe -> install and its key, each replaced whole (a new link or file renamed over
+    the old), so an interrupted swap leaves a working link."""
+    link, key = CAFFE.with_name(CAFFE.name + ".new"), CAFFE_KEY.with_name(CAFFE_KEY.name + ".new")
+    link.unlink(missing_ok=True)
+    link.symlink_to(install)
+    os.replace(link, CAFFE)
+    key.write_text(key_text)
+    os.replace(key, CAFFE_KEY)

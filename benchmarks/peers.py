@@ -31,7 +31,6 @@ floats. Needs root for cold cells (drop_caches).
 import argparse
 import json
 import os
-import shutil
 import statistics
 import subprocess
 import sys
@@ -274,15 +273,12 @@ def main(argv=None):
 
 
 def run_all(a, wanted, caches):
-    tmp = Path(tempfile.mkdtemp(prefix="peers-"))
-    try:
-        return _run_all(a, wanted, caches, tmp)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+    with tempfile.TemporaryDirectory(prefix="peers-") as scratch:
+        return measure_cells(a, wanted, caches, Path(scratch))
 
 
-def _run_all(a, wanted, caches, tmp):
-    """Every cell of the plan, a.rounds times; tmp holds the per-run files (mean files, image lists)."""
+def measure_cells(a, wanted, caches, tmp):
+    """Every cell of the plan, a.rounds times; tmp holds the per-run files (mean files, first batches)."""
     from experiments import runner
     names = a.datasets.split(",")
     for name in names:
