@@ -69,7 +69,7 @@ data-deps:
 setup: caffe data-deps
 
 test: setup
-	@$(PY) -m pytest tests
+	@$(PY) -m pytest tests --durations=25
 
 redis-start: setup
 	@$(PY) -m data_prep.redis_cluster start $(REDIS_ARGS)

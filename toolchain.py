@@ -16,6 +16,13 @@ PYTHON = Path(sys.executable)         # the interpreter running us: the venv, or
 BUILD_CACHE = Path(os.environ.get("CAFFE_CACHE", Path.home() / ".cache" / "imgstore-caffe"))
 
 
+# One run at a time per user (runs measure the machine). In the user's own folder: a fixed
+# path in /tmp could be held, or made unwritable, by anyone. experiments/runner.py takes it.
+RUN_LOCK = Path(os.environ.get("IMGSTORE_LOCK") or Path.home() / ".cache" / "imgstore" / "run.lock")
+SWAP = BUILD / "caffe.swapped"        # while using_build(KEY) runs: who swapped the build (pid, start time)
+SWAP_ENV = "IMGSTORE_BUILD_SWAP"      # the same token, inherited by the swapping process's children
+
+
 class MissingBuild(RuntimeError):
     pass
 
@@ -57,12 +64,16 @@ def delay_proxy_source():
     return hashlib.sha256((ROOT / "data_prep" / "delay_proxy.c").read_bytes()).hexdigest()[:16]
 
 
+DELAY_PROXY_BUILT_FROM = BUILD / "delay_proxy.source"  # the digest of the source the binary was compiled from
+
+
 def delay_proxy():
-    """The delay proxy, compiled on first use (and again when its source changes)."""
-    import os
+    """The delay proxy, compiled on first use and again whenever its source's digest differs from
+    the one it was compiled from (the digest records name is then the binary's, whatever the
+    files' times say)."""
     import subprocess
-    source = ROOT / "data_prep" / "delay_proxy.c"
-    if DELAY_PROXY.exists() and DELAY_PROXY.stat().st_mtime >= source.stat().st_mtime:
+    source, digest = ROOT / "data_prep" / "delay_proxy.c", delay_proxy_source()
+    if DELAY_PROXY.exists() and _read(DELAY_PROXY_BUILT_FROM) == digest:
         return DELAY_PROXY
     BUILD.mkdir(exist_ok=True)
     partial = DELAY_PROXY.with_name(f"delay_proxy.partial{os.getpid()}")
@@ -70,8 +81,23 @@ def delay_proxy():
                           capture_output=True, text=True)
     if done.returncode != 0:
         raise MissingBuild(f"cannot compile {source}:\n{done.stderr}")
+    DELAY_PROXY_BUILT_FROM.unlink(missing_ok=True)  # no digest vouches for a binary being replaced
     os.replace(partial, DELAY_PROXY)
+    _write_whole(DELAY_PROXY_BUILT_FROM, digest + "\n")
     return DELAY_PROXY
+
+
+def _read(path):
+    try:
+        return path.read_text().strip()
+    except OSError:
+        return None
+
+
+def _write_whole(path, text):
+    partial = path.with_name(f"{path.name}.partial{os.getpid()}")
+    partial.write_text(text)
+    os.replace(partial, path)
 
 
 def image_decoder():
@@ -101,14 +127,58 @@ def cached_build(key):
 @contextlib.contextmanager
 def using_build(key):
     """The cached Caffe build `key` is the current one (.build/caffe and its key, so records name
-    it) while the block runs, then the current one again: two builds measured side by side."""
+    it) while the block runs, then the current one again: two builds measured side by side. Only
+    while no run of this user trains (the run lock is free) and no other swap is on; runs started
+    meanwhile by anything but this process and its children are refused (check_not_swapped)."""
+    import fcntl
     install = cached_build(key)
+    check_not_swapped()
+    RUN_LOCK.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    fd = os.open(RUN_LOCK, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    with os.fdopen(fd, "r+") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            lock.seek(0)
+            raise MissingBuild(f"cannot swap the Caffe build: a run is training ({lock.read().strip() or 'pid unknown'}, "
+                               f"{RUN_LOCK}); swap once it is done") from None
+        token = _process_token(os.getpid())
+        _write_whole(SWAP, f"{token} {key}\n")
+        os.environ[SWAP_ENV] = token
+        fcntl.flock(lock, fcntl.LOCK_UN)  # the block's own runs take it
     saved, saved_key = os.readlink(CAFFE), CAFFE_KEY.read_text()
     try:
         _point_at(install, key + "\n")
         yield install
     finally:
         _point_at(saved, saved_key)
+        os.environ.pop(SWAP_ENV, None)
+        SWAP.unlink(missing_ok=True)
+
+
+def check_not_swapped():
+    """Raises MissingBuild while another process (not this one or a child of its) has swapped the
+    current build for a cached one (using_build): a run would train on a build it did not ask for.
+    A swap whose process is gone is over (its link was left working)."""
+    held = _read(SWAP)
+    if not held:
+        return
+    token, _, key = held.partition(" ")
+    pid = int(token.split(":")[0]) if token.split(":")[0].isdigit() else None
+    if pid is None or _process_token(pid) != token:
+        SWAP.unlink(missing_ok=True)  # its process exited (or the pid is another process's now)
+        return
+    if os.environ.get(SWAP_ENV) != token:
+        raise MissingBuild(f"the Caffe build is swapped for cached build {key.strip()} by pid {pid} (toolchain.using_build, "
+                           f"{SWAP}) for a side-by-side measurement; run once it is done")
+
+
+def _process_token(pid):
+    """pid:start time (clock ticks since boot): a process, not just its number, which the kernel reuses."""
+    try:
+        return f"{pid}:{Path(f'/proc/{pid}/stat').read_text().rsplit(')', 1)[1].split()[19]}"
+    except (OSError, IndexError):
+        return None
 
 
 def _point_at(install, key_text):

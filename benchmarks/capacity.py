@@ -24,6 +24,8 @@ limits, say) is named at the end and the others are swept.
 Each run is an ordinary record in results/DATASET/records.jsonl (concurrent.solvers = N); runs
 already recorded for the same setup are reused, so a sweep stopped half-way resumes where it
 was. analysis/capacity.py draws AU against N and tabulates the answers from those records.
+Exit status: 0 every solver finished; 1 the sweep answered, but some solvers failed on the way
+(said, with their N); 2 run.py refused a backend.
 Emulated solvers mostly wait, so many fit on few cores: what runs out is the data path's CPU
 and the storage, which are real.
 """
@@ -79,7 +81,7 @@ class Sweep:
         self.run_seconds.append(time.time() - started)
         if rc == 130:  # Ctrl-C: run.py stopped the run in progress; the sweep stops too
             raise SystemExit(130)
-        if rc != 0:
+        if rc not in (0, run.SOLVERS_FAILED):  # a solver failing is a finding at N, not a refusal
             if self.run_log:
                 self.log(said.getvalue().strip()[-2000:])
             raise Refused(f"run.py {' '.join(args)} failed (exit {rc}; its error is above)")
@@ -199,7 +201,19 @@ def main(argv=None):
         out = results / "report"
         out.mkdir(parents=True, exist_ok=True)
         print(f"figure: {capacity.figure(records, a.dataset, out)}")
-    return 2 if refused else 0
+    return 2 if refused else _failures_said(records)
+
+
+def _failures_said(records):
+    """0 when every solver of the sweep finished; else 1, having said how many failed and at which N
+    (each such N was counted as not holding: MLPerf Storage's rule)."""
+    failed = [r for r in records if not r.ok]
+    if not failed:
+        return 0
+    at = sorted({capacity.solvers(r) for r in failed})
+    print(f"{len(failed)} of {len(records)} solvers failed during the sweep (at N = {', '.join(map(str, at))}; "
+          f"each such N counted as not holding; their logs are named in the run log): exit 1", file=sys.stderr)
+    return 1
 
 
 def ranked(a, sweeps, refused, results, seconds):

@@ -54,7 +54,11 @@ class Record:
                                           # lmdb: lmdb_read)
     shared_rings: list = None             # lmdb_read SHARED: per database, the ring's bytes in shared memory (ring
                                           # + table, counted once for all solvers), the record this solver joined
-                                          # at, the records the ring took from the file for all, writer takeovers
+                                          # at, the records the ring took from the file for all, writer takeovers,
+                                          # the records this solver skipped (records_skipped)
+    records_skipped: int = None           # lmdb_read SHARED: records this solver skipped in all, left behind by the
+                                          # ring after keeping the others waiting 10 s: it did not read every record
+                                          # once per pass (0: none skipped; None: no shared ring, or recorded before)
     concurrent: dict = None               # one of several solvers at once: group, solvers, member, the group's
                                           # makespan_seconds and device_read_bytes; None: trained alone
     limits: dict = None                   # every limit as applied, and the profile when its values were used
@@ -66,6 +70,8 @@ class Record:
     run_dir: str = None
     finished: str = None
     revised: str = None                   # fields re-derived from the run's own log after it was recorded
+    measurement_errors: dict = None       # a measurement taken after training that failed: its field -> the
+                                          # error (the run is recorded with what was measured)
 
     @classmethod
     def from_dict(cls, d):

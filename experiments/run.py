@@ -41,9 +41,12 @@ from experiments.cgroup import CgroupError, Limits  # noqa: E402
 from experiments.record import recorded  # noqa: E402
 
 
+SOLVERS_FAILED = 1  # exit status: the cells ran, and at least one solver's run failed (recorded as failed)
+
 SHORT_HELP_END = """Each run prints what it made the cache, its compute, then: wall seconds, start-up, the solver's
 seconds, AU (accelerator utilisation: compute time over the solver's time; >= 90%: the accelerator
-was fed). Backends' read options (LMDB read paths, Redis prefetching, a network delay) and the
+was fed). Exit status: 0 every solver finished; 1 some solver failed (recorded as failed, its log
+named); 2 refused (bad input, missing privilege); 130 interrupted. Backends' read options (LMDB read paths, Redis prefetching, a network delay) and the
 long description: --help-all. In depth: docs/running.md."""
 
 
@@ -252,6 +255,7 @@ def main(argv=None):
         elif gpu < 0:
             print("Compute: the real CPU (this Caffe has no CUDA, or --cpu): slow for the stock solvers.",
                   file=sys.stderr)
+        records = []
         for position, (backend, cache_state, repeat) in enumerate(cells):
             if (backend, cache_state, repeat) in done and not a.again:
                 print(f"{a.dataset} {backend} {cache_state} (repeat {repeat}): already recorded", file=sys.stderr)
@@ -264,7 +268,7 @@ def main(argv=None):
                                   limits=limits, cold_fallback=a.cold_fallback, seed=a.seed,
                                   plan={"position": position, "cells": len(cells), "order": "interleaved"},
                                   iterations_reason=a.iters_reason, progress=not a.quiet)
-            runner.run_group(spec, log=lambda m: print(m, file=sys.stderr))
+            records += runner.run_group(spec, log=lambda m: print(m, file=sys.stderr))
     except (CacheError, CgroupError, runner.RunError, AcceleratorError, datasets.SourceError,
             toolchain.MissingBuild, training.Stalled) as e:
         print(f"error: {e}", file=sys.stderr)
@@ -272,7 +276,18 @@ def main(argv=None):
     except KeyboardInterrupt:
         print("interrupted: the run in progress was not recorded", file=sys.stderr)
         return 130
-    return 0
+    return _failures_said(records)
+
+
+def _failures_said(records):
+    """0 when every solver run here finished, else SOLVERS_FAILED, having said how many failed and where."""
+    failed = [r for r in records if not r.ok]
+    if not failed:
+        return 0
+    cells = sorted({f"{r.backend} {r.cache}" for r in failed})
+    print(f"error: {len(failed)} of {len(records)} solvers failed ({', '.join(cells)}); each is recorded as "
+          "failed, its log named above", file=sys.stderr)
+    return SOLVERS_FAILED
 
 
 if __name__ == "__main__":

@@ -32,9 +32,7 @@ from monitor import cpu_probe
 from monitor.summary import summarize as summarize_monitor
 
 ROOT = toolchain.ROOT
-# One run at a time per user (runs measure the machine). In the user's own folder: a fixed
-# path in /tmp could be held, or made unwritable, by anyone.
-LOCK = Path(os.environ.get("IMGSTORE_LOCK") or Path.home() / ".cache" / "imgstore" / "run.lock")
+LOCK = toolchain.RUN_LOCK  # one run at a time per user
 
 
 class RunError(RuntimeError):
@@ -151,6 +149,10 @@ def run(spec, log=print):
 def run_group(spec, log=print):
     """Run one cell with spec.concurrent solvers at once; return their Records."""
     with _run_lock(log):
+        try:
+            toolchain.check_not_swapped()
+        except toolchain.MissingBuild as e:
+            raise RunError(str(e)) from None
         return _run_locked(spec, log)
 
 
@@ -299,22 +301,39 @@ def _placed(spec, member):
 
 
 def _shared_fields(run, how, resident, monitor, env):
-    """What every solver of the run shares, measured once."""
+    """What every solver of the run shares, measured once. A measurement that fails after the
+    training (a server gone, a command the user may not send) is recorded as that error: the
+    run's record is never lost to it."""
     spec, group, manifest = run.spec, run.group, run.manifest
+    errors = {}
+    measured = _measuring(errors, run.log)
     return dict(
         dataset=run.dataset.name, backend=run.backend.name, cache=spec.cache, repeat=spec.repeat,
         cache_method=how, cache_resident_fraction=round(resident, 4),
-        cache_resident_fraction_after=_rounded(run.location.resident_fraction(), 4),
+        cache_resident_fraction_after=measured("cache_resident_fraction_after",
+                                               lambda: _rounded(run.location.resident_fraction(), 4)),
         iterations_setting=spec.iters, iterations_reason=spec.iterations_reason, cold_condition=run.cold,
         compute=run.compute.as_dict(), gpu_id=spec.gpu,
         source=manifest.source, source_fingerprint=manifest.source_fingerprint,
         artifact_footprint=manifest.footprint, train_footprint=manifest.splits["train"].footprint,
-        location=run.location.describe(), read_options=spec.read_options or None,
+        location=measured("location", run.location.describe), read_options=spec.read_options or None,
         limits=dict(spec.limits.as_dict(), cgroup=group.version if group else None,
                     applied=group.applied if group else None,
-                    throttled_reads=group.throttled_reads() if group else None,
-                    cpu_throttling=group.cpu_throttling() if group else None),
-        monitor=monitor, plan=spec.plan, environment=env)
+                    throttled_reads=measured("limits.throttled_reads", group.throttled_reads) if group else None,
+                    cpu_throttling=measured("limits.cpu_throttling", group.cpu_throttling) if group else None),
+        monitor=monitor, plan=spec.plan, environment=env, measurement_errors=errors or None)
+
+
+def _measuring(errors, log):
+    """measured(field, fn): fn()'s value, or None with the error kept in `errors` under field and said."""
+    def measured(name, fn):
+        try:
+            return fn()
+        except Exception as e:  # noqa: BLE001 -- whatever failed, the run it measures is recorded
+            errors[name] = f"{type(e).__name__}: {e}"[:500]
+            log(f"  {name} not measured after training: {errors[name]}")
+            return None
+    return measured
 
 
 def _train(run):

@@ -1,5 +1,7 @@
 """Shared fixtures: the project's Caffe, and small real artifacts made once per session."""
+import faulthandler
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -13,6 +15,38 @@ sys.path.insert(0, str(ROOT))
 # the tests' own Redis Cluster: ports of its own, a password made for this session
 os.environ["IMGSTORE_REDIS_PORT"] = os.environ.get("IMGSTORE_TEST_REDIS_PORT", "7510")
 os.environ.pop("IMGSTORE_REDIS_PASSWORD", None)
+
+
+# Every test ends within its limit: a hang is a failure that names the test, never a stuck CI.
+# @pytest.mark.timeout(SECONDS) gives a test another limit; IMGSTORE_TEST_TIMEOUT the default.
+DEFAULT_TIMEOUT = int(os.environ.get("IMGSTORE_TEST_TIMEOUT", "900"))
+
+
+class TestTimeout(Exception):
+    pass
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "timeout(seconds): this test's limit instead of the default "
+                                       f"({DEFAULT_TIMEOUT} s)")
+
+
+@pytest.fixture(autouse=True)
+def _time_limit(request):
+    marker = request.node.get_closest_marker("timeout")
+    seconds = int(marker.args[0]) if marker else DEFAULT_TIMEOUT
+
+    def expired(signum, frame):
+        raise TestTimeout(f"{request.node.nodeid} ran past its {seconds} s limit (stacks of every thread above)")
+    previous = signal.signal(signal.SIGALRM, expired)
+    faulthandler.dump_traceback_later(seconds - 1, exit=False)  # where each thread was, should it hang
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        faulthandler.cancel_dump_traceback_later()
+        signal.signal(signal.SIGALRM, previous)
 
 
 def caffe_tool(name):

@@ -99,6 +99,8 @@ def test_a_cached_build_is_current_only_inside_using_build(tmp_path, monkeypatch
     monkeypatch.setattr(toolchain, "BUILD_CACHE", cache)
     monkeypatch.setattr(toolchain, "CAFFE", build / "caffe")
     monkeypatch.setattr(toolchain, "CAFFE_KEY", build / "caffe.key")
+    monkeypatch.setattr(toolchain, "SWAP", build / "caffe.swapped")
+    monkeypatch.setattr(toolchain, "RUN_LOCK", tmp_path / "run.lock")
     with pytest.raises(RuntimeError):
         with toolchain.using_build("bbbb") as install:
             assert toolchain.build_key() == "bbbb" and (build / "caffe").resolve() == install
@@ -107,3 +109,55 @@ def test_a_cached_build_is_current_only_inside_using_build(tmp_path, monkeypatch
     with pytest.raises(toolchain.MissingBuild, match="build-cccc"):
         with toolchain.using_build("cccc"):
             pass
+
+
+def _swap_build_env(tmp_path):
+    """A scratch .build with two cached builds, for a child process to swap in."""
+    cache, build = tmp_path / "cache", tmp_path / ".build"
+    for key in ("aaaa", "bbbb"):
+        (cache / f"build-{key}" / "install").mkdir(parents=True)
+    build.mkdir()
+    (build / "caffe").symlink_to(cache / "build-aaaa" / "install")
+    (build / "caffe.key").write_text("aaaa\n")
+    return f"""
+import sys, time, pathlib
+sys.path.insert(0, {str(ROOT)!r})
+import toolchain
+b = pathlib.Path({str(build)!r})
+toolchain.BUILD_CACHE, toolchain.CAFFE, toolchain.CAFFE_KEY = pathlib.Path({str(cache)!r}), b / "caffe", b / "caffe.key"
+toolchain.SWAP, toolchain.RUN_LOCK = b / "caffe.swapped", pathlib.Path({str(tmp_path / 'run.lock')!r})
+"""
+
+
+def test_a_swap_refuses_runs_of_other_processes_and_waits_for_none(tmp_path):
+    """While one process has swapped the build (an A/B measurement), a run of another process is
+    refused by name, its own children are not; a swap while a run holds the run lock is refused;
+    a swap whose process was killed is over."""
+    import fcntl
+    import subprocess
+    import sys
+    setup = _swap_build_env(tmp_path)
+    check = setup + "toolchain.check_not_swapped(); print('allowed')"
+    swapper = subprocess.Popen([sys.executable, "-c", setup + f"""
+import subprocess
+with toolchain.using_build("bbbb"):
+    child = subprocess.run([sys.executable, "-c", {check!r}], capture_output=True, text=True)
+    print("child:", child.stdout.strip(), flush=True)
+    time.sleep(60)
+"""], stdout=subprocess.PIPE, text=True)
+    try:
+        assert swapper.stdout.readline().strip() == "child: allowed"
+        other = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True)
+        assert other.returncode != 0 and f"swapped for cached build bbbb by pid {swapper.pid}" in other.stderr
+    finally:
+        swapper.kill()
+        swapper.wait()
+    after = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True)
+    assert after.stdout.strip() == "allowed", after.stderr  # its process is gone: the swap is over
+    with open(tmp_path / "run.lock", "a+") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # a run training
+        lock.write("pid 4242, experiments/run.py\n")
+        lock.flush()
+        refused = subprocess.run([sys.executable, "-c", setup + "with toolchain.using_build('bbbb'):\n    pass"],
+                                 capture_output=True, text=True)
+    assert refused.returncode != 0 and "a run is training (pid 4242" in refused.stderr

@@ -1,6 +1,7 @@
 """The delay proxy (data_prep/delay_proxy.c) under the faults a long training run meets: a peer
 that resets, a destination that stops reading, no file descriptors left. Real sockets, the
 compiled proxy, CPU read from /proc."""
+import os
 import resource
 import socket
 import struct
@@ -181,3 +182,21 @@ def test_delays_that_are_not_numbers_are_refused_naming_them(spec):
     import toolchain
     p = subprocess.run([str(toolchain.delay_proxy()), spec, "1:2"], capture_output=True, text=True, timeout=10)
     assert p.returncode == 2 and f"not '{spec}'" in p.stderr
+
+
+def test_the_proxy_is_rebuilt_when_its_source_digest_differs_whatever_the_times(tmp_path, monkeypatch):
+    """Records name the proxy by its source's digest: a binary compiled from other source is
+    rebuilt even when it is newer than the source file (a checkout, a copy), and kept otherwise."""
+    import toolchain
+    binary, stamp = tmp_path / "delay_proxy", tmp_path / "delay_proxy.source"
+    monkeypatch.setattr(toolchain, "BUILD", tmp_path)
+    monkeypatch.setattr(toolchain, "DELAY_PROXY", binary)
+    monkeypatch.setattr(toolchain, "DELAY_PROXY_BUILT_FROM", stamp)
+    binary.write_bytes(b"#!/bin/sh\necho an older proxy\n")
+    stamp.write_text("0123456789abcdef\n")  # compiled from another source
+    future = time.time() + 3600
+    os.utime(binary, (future, future))
+    assert toolchain.delay_proxy() == binary
+    assert b"an older proxy" not in binary.read_bytes() and stamp.read_text().strip() == toolchain.delay_proxy_source()
+    built = binary.stat().st_mtime_ns
+    assert toolchain.delay_proxy() == binary and binary.stat().st_mtime_ns == built  # the same source: kept

@@ -10,6 +10,7 @@ import pytest
 from experiments import runner
 from experiments.record import recorded
 
+@pytest.mark.timeout(3900)  # the build's own limit (3600 s) and the checks
 @pytest.mark.skipif(os.environ.get("IMGSTORE_DOCKER_TEST") != "1",
                     reason="builds a Docker image (~15 min): IMGSTORE_DOCKER_TEST=1 or make docker-test")
 def test_the_cpu_image_runs_the_quick_matrix_and_says_how(tmp_path):

@@ -39,7 +39,10 @@ def test_each_backend_trains_through_the_runner(backend, mnist_small, results):
     assert r.test_accuracy is not None and r.test_iteration == 40 and r.final_loss < r.first_loss
     assert 0 < r.startup_seconds < r.wall_seconds and r.solver_seconds > 0
     assert r.wall_seconds >= r.solver_seconds + (r.startup_seconds + r.initial_test_seconds) * 0.9
-    assert r.cache_resident_fraction > 0.99
+    if backends.get(backend).location == "local":  # measured by mincore; a server's memory is not measured so
+        assert r.cache_resident_fraction > 0.99 and r.cache_method.startswith("read")
+    else:
+        assert r.cache_method.startswith("every record read once over the network")
     assert r.monitor["samples"] >= 1 and "cpu_user_mean" in r.monitor
     assert r.process["cpu_seconds"] > 0 and "solver (main thread)" in r.process["thread_cpu_seconds"]
     assert 10 * 2**20 < r.process["peak_rss_bytes"] < 4 * 2**30
@@ -165,9 +168,10 @@ def test_a_caffe_stopped_by_a_signal_is_recorded_as_failed(mnist_small, tmp_path
     assert len(caffe) == 1
     os.kill(caffe[0], signal.SIGINT)  # Caffe stops cleanly, exit 0, and logs "Optimization Done."
     _, err = p.communicate(timeout=60)
-    assert p.returncode == 0, err
+    assert p.returncode == 1, err  # run.py's own exit says a solver failed
     [r] = recorded(tmp_path, "mnist")
     assert r.status == "failed" and r.returncode == 0 and r.iterations < 100000
+    assert "1 of 1 solvers failed" in err
     assert "Caffe was stopped by a signal at iteration" in err
 
 
