@@ -274,7 +274,7 @@ def cell_means(folder, field="solver_seconds", riops=None):
         value = (r.monitor or {}).get("read_bytes_total", 0) / 2**20 if field == "device_mib" else getattr(r, field)
         if r.ok and value is not None and not r.concurrent and not r.read_options and \
                 (riops is None or (r.limits or {}).get("riops") == riops):
-            cells.setdefault((r.dataset, r.backend, r.cache), []).append(value)
+            cells.setdefault((r.dataset, r.backend, r.cache_state), []).append(value)  # partly warm is not warm
     return {k: (statistics.mean(v), len(v), (max(v) - min(v)) / statistics.mean(v) if statistics.mean(v) else 0.0)
             for k, v in cells.items()}
 

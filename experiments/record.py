@@ -10,6 +10,34 @@ from pathlib import Path
 from experiments import proctrack
 
 
+# What a run's label promises, checked on the share of its data resident before the clock
+# (mincore): a warm run holds at least WARM_AT_LEAST of it, a cold one at most COLD_AT_MOST.
+WARM_AT_LEAST = 0.95
+COLD_AT_MOST = 0.05
+MISSED = {"warm": "partly warm", "cold": "not cold"}  # the state a run asked, and what it had when it missed
+
+
+def cache_state(asked, resident, measured=True):
+    """The cache state a run had: the one asked (warm | cold) where the residency measured before
+    the clock bears it out, else "partly warm" (asked warm, below WARM_AT_LEAST) or "not cold"
+    (asked cold, above COLD_AT_MOST). measured=False: data whose residency is not the page
+    cache's (records in a server's memory, whose cold is its restart) keeps the state asked."""
+    if not measured or resident is None:
+        return asked
+    if (asked == "warm" and resident < WARM_AT_LEAST) or (asked == "cold" and resident > COLD_AT_MOST):
+        return MISSED[asked]
+    return asked
+
+
+def cache_words(asked, resident, measured=True):
+    """None where the run was what it was asked to be, else the words its line and tables say."""
+    state = cache_state(asked, resident, measured)
+    if state == asked:
+        return None
+    bound = (f"a warm run needs {WARM_AT_LEAST:.0%}" if asked == "warm" else f"a cold run at most {COLD_AT_MOST:.0%}")
+    return f"{state}: {resident:.0%} of the data resident before the clock ({bound})"
+
+
 @dataclass
 class Record:
     run_id: str
@@ -145,6 +173,21 @@ class Record:
         """The prefetch thread's CPU over the solver's time: 1.0, one core, is all it can have."""
         seconds = ((self.process or {}).get("thread_cpu_seconds") or {}).get(proctrack.PREFETCH)
         return seconds / self.solver_seconds if seconds is not None and self.solver_seconds else None
+
+    @property
+    def cache_state(self):
+        """warm | cold as asked where the measured residency bears it out, else "partly warm" or
+        "not cold" (cache_state above); tables group and label runs by it, never by the ask alone."""
+        return cache_state(self.cache, self.cache_resident_fraction, self.residency_is_page_cache())
+
+    def residency_is_page_cache(self):
+        """Whether cache_resident_fraction measured the page cache (local files), not a server's memory."""
+        kind = (self.location or {}).get("kind")
+        if kind is None and self.location is None and self.backend:  # its description failed or predates it
+            from data_prep import backends
+            b = backends.REGISTRY.get(self.backend)
+            kind = b.location if b else None
+        return kind in (None, "local")
 
     def data_over_cache_room(self):
         """How many times the training data exceeds what could cache it (MLPerf Storage asks >= 5)."""
