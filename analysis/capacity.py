@@ -597,12 +597,22 @@ def _allows(records):
     return f"{n:.1f}" if n else f"0 (one thread: {share:.2f})"
 
 
+def au_text(au, digits=2):
+    """An AU with at least `digits` decimals and as many more as decide it against THRESHOLD: 0.8954
+    is "0.895" and 0.8996 "0.8996", never a "0.90" that failed (or an "0.89" that held)."""
+    text = f"{au:.{digits}f}"
+    while digits < 6 and (float(text) >= THRESHOLD) != (au >= THRESHOLD):
+        digits += 1
+        text = f"{au:.{digits}f}"
+    return text
+
+
 def _median(aus):
-    return f"{statistics.median(aus):.2f}" if aus else "-"
+    return au_text(statistics.median(aus)) if aus else "-"
 
 
 def _cell(aus):
-    return f"{statistics.median(aus):.3f} ({len(aus)})" if aus else "-"
+    return f"{au_text(statistics.median(aus), 3)} ({len(aus)})" if aus else "-"
 
 
 def _order(item):

@@ -94,8 +94,8 @@ class Sweep:
         self.seen[n] = aus
         if failed:
             self.lost.add(n)
-        self.log(f"  N = {n:3d}: group AU {', '.join(f'{a:.3f}' for a in aus)} "
-                 f"(median {statistics.median(aus):.3f}, n = {len(aus)})"
+        self.log(f"  N = {n:3d}: group AU {', '.join(capacity.au_text(a, 3) for a in aus)} "
+                 f"(median {capacity.au_text(statistics.median(aus), 3)}, n = {len(aus)})"
                  + (f"; {failed} solvers failed: N = {n} does not hold (their logs say why)" if failed else ""))
         return aus
 
@@ -228,8 +228,8 @@ def ranked(a, sweeps, refused, results, seconds):
         failed = min((m for m in seen if m > n), default=None)
         stopped = (f"{capacity.stopped_by(sweep.records[failed], results, sweep.records.get(n))} at {failed}"
                    if failed else "not reached")
-        at = f"{statistics.median(seen[n]):.3f}" if n in seen else "-"
-        above = f"{statistics.median(seen[n + 1]):.3f}" if n + 1 in seen else "-"
+        at = capacity.au_text(statistics.median(seen[n]), 3) if n in seen else "-"
+        above = capacity.au_text(statistics.median(seen[n + 1]), 3) if n + 1 in seen else "-"
         runs = f"{len(seen.get(n, []))}, {len(seen.get(n + 1, []))}"
         lines.append(f"| {backend} | {n}{'+' if failed is None else ''} | {at} / {above} ({runs}) | {stopped} |")
     lines += [f"| {backend} | not swept: run.py refused it (its error is above) | | |" for backend in refused]

@@ -248,3 +248,11 @@ def test_the_sweep_tries_the_n_that_n_1_predicts_first_then_brackets_it():
     assert s.largest_n(48, 3) == 13
     assert runs[:2] == [1, 18]  # N = 1, then its prediction at once, not 2, 4, 8, 16
     assert len(runs) <= 14 and runs.count(13) == 3 and runs.count(14) == 3
+
+
+def test_an_au_is_printed_with_the_digits_that_decide_it():
+    """0.8954 failed 0.90 and must not read "0.90"; 0.9004 held and must not read "0.900" wrongly either way."""
+    assert [capacity.au_text(a) for a in (0.8954, 0.8996, 0.95, 0.9, 0.9004, 0.891)] == [
+        "0.895", "0.8996", "0.95", "0.90", "0.90", "0.89"]
+    assert capacity.au_text(0.8996, 3) == "0.8996" and capacity.au_text(0.8954, 3) == "0.895"
+    assert capacity._cell([0.8996, 0.8996, 0.95]) == "0.8996 (3)"
