@@ -245,6 +245,8 @@ def test_the_migration_benchmark_moves_slots_under_a_reading_net(tmp_path):
     assert os.environ["IMGSTORE_REDIS_PORT"] == str(port - 80)  # given back to the suite
     rounds = json.loads((tmp_path / "m.json").read_text())["rounds"]
     assert [r["rtt_ms_asked"] for r in rounds] == [None, 2.0] and all(r["slots"] == 3 for r in rounds)
-    assert all(r["batches"] > 20 and r["pause_ms"] >= 0 and r["migration_s"] > 0 for r in rounds)
+    # the reader went on through the move: no stall as long as the migration itself (and its settling)
+    assert all(r["batches"] > 20 and r["migration_s"] > 0 and r["pause_ms"] < 1000 * (r["migration_s"] + 1)
+               for r in rounds)
     assert all(r["moved_replies"] + r["ask_replies"] > 0 for r in rounds)  # the reader met the move
     assert rounds[1]["rtt_ms"] >= 2
