@@ -59,7 +59,8 @@ def capacity_answers():
             n = capacity.largest_n(by_n, lost_at.get(key, ()))[0]
             at = [r for r in records if r.ok and capacity.curve_of(r) == key and capacity.solvers(r) in (n, n + 1)]
             missed = next((r.cache_state for r in at if r.cache_state != cache), None)
-            found[(dataset, backend, cache)] = (n, capacity.bracketed(by_n, lost_at.get(key, ())), missed)
+            found[(dataset, backend, cache)] = (n, capacity.bracketed(by_n, lost_at.get(key, ())), missed,
+                                                capacity.few_runs(by_n.get(n), by_n.get(n + 1)))
     return found
 
 
@@ -117,8 +118,8 @@ def _missed(cell):
 def _feeds(cell):
     if not cell:
         return "-"
-    n, bracketed, missed = cell
-    return (str(n) if bracketed else f">= {n}") + (f" ({missed})" if missed else "")
+    n, bracketed, missed, few = cell
+    return (str(n) if bracketed else f">= {n}") + few + (f" ({missed})" if missed else "")
 
 
 def table(found):

@@ -486,7 +486,7 @@ def compact(records, results=None):
                            f">= {n} (the largest N run)" if n == max(by_n) else f">= {n} ({n + 1} not run)")
                           + _lost_words(n + 1, lost_here, [r for r in mine if solvers(r) == n + 1], results)
                           + probe_note(mine),
-                          f"{_median(at)} / {_median(above)}"]
+                          f"{_median(at)} / {_median(above)}" + few_runs(at, above)]
             if any(c != "-" for c in cells):
                 out.append(f"| {backend} | {' | '.join(cells)} | {', '.join(rates)} | {', '.join(allows)} | "
                            f"{'; '.join(stops) or '-'} |")
@@ -605,6 +605,16 @@ def au_text(au, digits=2):
         digits += 1
         text = f"{au:.{digits}f}"
     return text
+
+
+CONFIRM_RUNS = 3  # runs at N and at N + 1 that confirm an answer (benchmarks/capacity.py --confirm)
+
+
+def few_runs(at, above):
+    """' (n = 1, 3)' where the answer rests on fewer runs than confirm one, else ''."""
+    counts = [len(aus) if aus else 0 for aus in (at, above)]
+    shown = [aus for aus in (at, above) if aus]  # N = 0 holds by definition; N + 1 may not have run
+    return f" (n = {counts[0]}, {counts[1]})" if any(len(aus) < CONFIRM_RUNS for aus in shown) else ""
 
 
 def _median(aus):
