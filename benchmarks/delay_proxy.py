@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import toolchain  # noqa: E402
 from benchmarks import flags, redis_path, redis_reader  # noqa: E402
-from data_prep import build, datasets, redis_cluster  # noqa: E402
+from data_prep import build, datasets, redis_cluster, redis_external  # noqa: E402
 from data_prep.backends import redis_store  # noqa: E402
 from experiments import runner  # noqa: E402
 
@@ -61,6 +61,9 @@ def main(argv=None):
     p.add_argument("--data", default=str(runner.ROOT / "data"))
     p.add_argument("--json", type=Path, help="also write every round's cells here")
     a = p.parse_args(argv)
+    redis_external.refuse_external("benchmarks/delay_proxy.py", "is not the project's to put a delay proxy in front of",
+                                   f"unset {redis_external.SEEDS_ENV}: this benchmark measures the proxy in front of "
+                                   "the project's own cluster")
     if not a.against.is_file():
         p.error(f"--against {a.against}: no such binary")
     builds = {"this checkout": toolchain.delay_proxy(), "against": a.against.resolve()}
@@ -71,8 +74,8 @@ def main(argv=None):
         for name in a.datasets.split(","):
             ds = datasets.get(name)
             build.prepare_missing(name, ["redis"], a.data, log=lambda m: print(m, file=sys.stderr))
-            net = redis_path.net_file(tmp / f"{name}.prototxt", cluster, f"{name}:train", ds, a.depth, False,
-                                      redis_io="thread")
+            net = redis_path.net_file(tmp / f"{name}.prototxt", a.data, cluster, redis_store.prefix_for(name, "train"),
+                                      ds, a.depth, False, redis_io="thread")
             for r in range(a.rounds):
                 for label, binary in builds.items():
                     us, rate = measure_with(binary, cluster, net, RECORDS[name], a.rtt)

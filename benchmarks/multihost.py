@@ -35,7 +35,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import toolchain  # noqa: E402
-from data_prep import datasets  # noqa: E402
+from data_prep import datasets, redis_external  # noqa: E402
 from analysis import capacity  # noqa: E402
 from experiments import hosts, lab_cluster, record  # noqa: E402
 
@@ -70,6 +70,8 @@ def _stop(signum, frame):
 def main(argv=None):
     signal.signal(signal.SIGTERM, _stop)
     a, sweep_options = parser().parse_known_args(argv)
+    redis_external.refuse_external("benchmarks/multihost.py", "is not used: this benchmark starts a cluster of its "
+                                   "own on server hosts it makes")
     wanted = counts(a.hosts)
     started, rows = time.time(), []
     with tempfile.TemporaryDirectory(prefix="imgstore-multihost-") as scratch, \

@@ -35,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks import flags, redis_path  # noqa: E402
 from benchmarks.redis_migration import Reader, own_cluster  # noqa: E402
-from data_prep import datasets  # noqa: E402
+from data_prep import datasets, redis_external  # noqa: E402
 from data_prep.backends import redis_store  # noqa: E402
 from experiments import caffe_log, runner  # noqa: E402
 
@@ -82,12 +82,15 @@ def main(argv=None):
     p.add_argument("--port", type=int, default=7700, help="the benchmark cluster's first port (its proxies: +100)")
     p.add_argument("--json", type=Path, help="also write every round here")
     a = p.parse_args(argv)
+    redis_external.refuse_external("benchmarks/redis_failover.py", "is not the project's to fail over",
+                                   f"unset {redis_external.SEEDS_ENV}: this benchmark kills masters of a cluster it "
+                                   "starts itself")
     ds = datasets.get(a.dataset)
     rounds = []
     with own_cluster(a.dataset, a.count, a.port, "redis-failover-", replicas=1) as (root, cluster):
         location = redis_store.RedisClusterLocation(root / a.dataset / "redis", [])
-        prefix = f"{a.dataset}:train"
-        net = redis_path.net_file(root / "read.prototxt", cluster, prefix, ds, a.depth, False, batch=a.batch)
+        prefix = redis_store.prefix_for(a.dataset, "train")
+        net = redis_path.net_file(root / "read.prototxt", root, cluster, prefix, ds, a.depth, False, batch=a.batch)
         for r in range(a.rounds):
             for i, (keeper, rtt) in enumerate(CELLS):
                 got = one_round(cluster, location, net, keeper, a.rtt if rtt else None, r + i, a.before)

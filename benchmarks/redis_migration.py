@@ -41,7 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import toolchain  # noqa: E402
 from benchmarks import flags, redis_path  # noqa: E402
-from data_prep import build, datasets, redis_cluster  # noqa: E402
+from data_prep import build, datasets, redis_cluster, redis_external  # noqa: E402
 from data_prep.backends import redis_store  # noqa: E402
 from experiments import runner  # noqa: E402
 
@@ -196,11 +196,14 @@ def main(argv=None):
     p.add_argument("--port", type=int, default=7400, help="the benchmark cluster's first port (its proxies: +100)")
     p.add_argument("--json", type=Path, help="also write every round here")
     a = p.parse_args(argv)
+    redis_external.refuse_external("benchmarks/redis_migration.py", "is not the project's to move slots in",
+                                   f"unset {redis_external.SEEDS_ENV}: this benchmark migrates slots of a cluster it "
+                                   "starts itself")
     ds = datasets.get(a.dataset)
     rounds = []
     with own_cluster(a.dataset, a.count, a.port, "redis-migration-") as (root, cluster):
-        prefix = f"{a.dataset}:train"
-        net = redis_path.net_file(root / "read.prototxt", cluster, prefix, ds, a.depth, False,
+        prefix = redis_store.prefix_for(a.dataset, "train")
+        net = redis_path.net_file(root / "read.prototxt", root, cluster, prefix, ds, a.depth, False,
                                   redis_io=a.redis_io, batch=a.batch)
         for r in range(a.rounds):
             for rtt in (None, a.rtt):

@@ -18,6 +18,10 @@ to open, and a shorter warm-up measures the opening, not the rate that training 
 (each cell's warm-up is printed). "direct" is the cluster without the proxy: direct /
 proxy-at-0-ms is the proxy's own cost. --delay-legs both,requests compares where the proxy
 puts the round trip (data_prep/delay_proxy.c says why requests is the default).
+
+On a cluster you run (IMGSTORE_REDIS_CLUSTER) the cells are direct only, at every depth: no
+delay proxy is put in front of it (--rtts and --delay-legs are refused). The PNG copy is
+written under imgstore:DATASET-png:train there and removed after.
 """
 import argparse
 import json
@@ -32,7 +36,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import toolchain  # noqa: E402
-from data_prep import build, datasets, redis_cluster  # noqa: E402
+from data_prep import build, datasets, redis_cluster, redis_external  # noqa: E402
 from data_prep import backends  # noqa: E402
 from data_prep.backends import datum, redis_store  # noqa: E402
 from experiments import runner  # noqa: E402
@@ -63,18 +67,20 @@ print(n * batch / (time.time() - t), warm_up)
 
 def png_copy(cluster, dataset, phase="train"):
     """The data set's records again, as PNG-encoded Datums (what convert_imageset --encoded
-    stores), under DATASET-png:PHASE. Written once."""
+    stores), under DATASET-png:PHASE (imgstore:DATASET-png:PHASE on a cluster you run). Written
+    once per data set: its marker is the source's, marked +png."""
     import cv2
     import numpy as np
     from caffe.proto import caffe_pb2
-    prefix = f"{dataset}-png:{phase}"
+    prefix, source = png_prefix(dataset, phase), redis_store.prefix_for(dataset, phase)
     c = redis_store.client(cluster)
     try:
-        if c.get(redis_store.marker(prefix)) is not None:
+        keys = redis_store.keys_of(c, source)  # a complete data set, or refused
+        count, fingerprint = redis_store.marker_of(c, source)
+        copied = [count, fingerprint + "+png"]
+        if redis_store.marker_of(c, prefix) == copied:
             return prefix
         redis_store.delete_prefix(c, prefix)
-        source = f"{dataset}:{phase}"
-        keys = redis_store.keys_of(c, source)
         pipe = c.pipeline(transaction=False)
         for n, (key, (value,)) in enumerate(redis_store.pipelined(c, [f"{source}:{k}" for k in keys], "get"), 1):
             label, pixels = datum.decode(value)
@@ -85,19 +91,32 @@ def png_copy(cluster, dataset, phase="train"):
             if n % redis_store.PIPELINE == 0 or n == len(keys):
                 pipe.execute()
         c.rpush(redis_store.index(prefix), *keys)
-        c.set(redis_store.marker(prefix), len(keys))
+        c.set(redis_store.marker(prefix), " ".join(copied))
         cluster.save()  # kept when the cluster restarts
         return prefix
     finally:
         c.close()
 
 
-def net_file(path, cluster, prefix, dataset, depth, out_of_order, lmdb=None, redis_io=None, batch=None):
+def png_prefix(dataset, phase="train"):
+    return redis_store.prefix_for(f"{dataset}-png", phase)
+
+
+def remove_png_copy(cluster, dataset):
+    """The PNG copy's keys, under its own prefix alone (a cluster you run keeps none of them)."""
+    c = redis_store.client(cluster)
+    try:
+        redis_store.delete_prefix(c, png_prefix(dataset))
+    finally:
+        c.close()
+
+
+def net_file(path, data, cluster, prefix, dataset, depth, out_of_order, lmdb=None, redis_io=None, batch=None):
     """A net of one Data layer reading the data set from Redis (or, as the reference, `lmdb`),
-    made by the backend with its declared read options; redis_io: "thread" or "inline" (patch
-    0016), or None for the build's default."""
+    made by the backend with its declared read options, its mean from the data folder `data`;
+    redis_io: "thread" or "inline" (patch 0016), or None for the build's default."""
     import caffe
-    mean = Path(cluster.root).parent / dataset.name / "mean.binaryproto"
+    mean = Path(data) / dataset.name / "mean.binaryproto"
     if lmdb:
         return backends.get("lmdb").write_data_net(path, None, dataset, batch or BATCH, caffe.TEST, mean_file=mean,
                                                    source=str(lmdb))
@@ -120,26 +139,31 @@ def measure(path, seconds):
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--datasets", default="cifar10,imagenet")
-    p.add_argument("--rtts", default="0,1,10,50,100", help="round trips in ms (plus 'direct', always)")
+    p.add_argument("--rtts", help="round trips in ms (plus 'direct', always; default 0,1,10,50,100)")
     p.add_argument("--depths", default="1,16,128,1024")
     p.add_argument("--encodings", default="raw,png")
     p.add_argument("--seconds", type=float, default=3.0)
-    p.add_argument("--delay-legs", default="requests",
-                   help="where the proxy puts each round trip: requests, both (half each way), or both of "
-                   "these compared (requests,both)")
+    p.add_argument("--delay-legs",
+                   help="where the proxy puts each round trip: requests (default), both (half each way), or both "
+                   "of these compared (requests,both)")
     p.add_argument("--data", default=str(runner.ROOT / "data"))
     p.add_argument("--json", type=Path)
     a = p.parse_args(argv)
-    rtts = [float(r) for r in a.rtts.split(",")]
+    external = redis_external.seeds_asked() is not None
+    if external and (a.rtts or a.delay_legs):
+        redis_external.refuse_external("benchmarks/redis_path.py", "is measured direct only (--rtts and --delay-legs "
+                                       "put a delay proxy in front of the project's own cluster)",
+                                       "leave them out")
+    rtts = [] if external else [float(r) for r in (a.rtts or "0,1,10,50,100").split(",")]
     depths = [int(d) for d in a.depths.split(",")]
-    legs = a.delay_legs.split(",")
+    legs = (a.delay_legs or "requests").split(",")
     for leg in legs:
         if leg not in redis_cluster.Cluster.DELAY_LEGS:
             p.error(f"--delay-legs: {leg!r} is not one of {', '.join(redis_cluster.Cluster.DELAY_LEGS)}")
     clusters = {leg: redis_store.cluster_of(Path(a.data) / "any" / "redis", delay_legs=leg) for leg in legs}
     cluster = clusters[legs[0]]
     tmp = Path(tempfile.mkdtemp(prefix="redis-path-"))
-    cells, measured_rtt, warm_ups = {}, {}, {}
+    cells, measured_rtt, warm_ups, copied = {}, {}, {}, []
     started = time.time()
     try:
         for name in a.datasets.split(","):
@@ -147,12 +171,13 @@ def main(argv=None):
             build.prepare_missing(name, ["redis"], a.data, log=lambda m: print(m, file=sys.stderr))
             lmdb = Path(a.data) / name / "lmdb" / "train_lmdb"
             if lmdb.exists():  # the reference: the same net reading the local LMDB, page cache warm
-                cells[f"{name}/raw/lmdb"], _ = measure(net_file(tmp / "net.prototxt", cluster, None, ds, 0, False,
-                                                                lmdb), a.seconds)
+                cells[f"{name}/raw/lmdb"], _ = measure(net_file(tmp / "net.prototxt", a.data, cluster, None, ds, 0,
+                                                                False, lmdb), a.seconds)
                 print(f"{name}/raw/lmdb {cells[f'{name}/raw/lmdb']:,.0f} images/s", file=sys.stderr, flush=True)
             cluster.start()
-            prefixes = {"raw": f"{name}:train"}
+            prefixes = {"raw": redis_store.prefix_for(name, "train")}
             if "png" in a.encodings.split(","):
+                copied.append(name)  # removed after on a cluster you run, even if cut short
                 prefixes["png"] = png_copy(cluster, name)
             for rtt, leg in [(None, legs[0])] + reaches(rtts, legs):
                 clusters[leg].start(rtt)
@@ -161,14 +186,17 @@ def main(argv=None):
                 for enc, prefix in prefixes.items():
                     for depth in depths:
                         for ooo in ([False, True] if depth > 1 else [False]):
-                            if rtt is None and (ooo or depth != max(depths)):
+                            if rtt is None and not external and (ooo or depth != max(depths)):
                                 continue  # direct: only the proxy's cost at the deepest pipeline
-                            path = net_file(tmp / "net.prototxt", cluster, prefix, ds, depth, ooo)
+                            path = net_file(tmp / "net.prototxt", a.data, cluster, prefix, ds, depth, ooo)
                             key = f"{name}/{enc}/{reach}/{depth}/{'ooo' if ooo else 'in'}"
                             cells[key], warm_ups[key] = measure(path, a.seconds)
                             print(f"{key:<40} {cells[key]:10,.0f} images/s after {warm_ups[key]:4.1f} s warm-up  "
                                   f"({time.time() - started:.0f} s)", file=sys.stderr, flush=True)
     finally:
+        if external:
+            for name in copied:
+                remove_png_copy(cluster, name)
         cluster.stop()
         shutil.rmtree(tmp, ignore_errors=True)
     report(cells, measured_rtt, a, depths, rtts, legs)
@@ -193,9 +221,11 @@ def rtt_label(rtt, leg, legs):
 
 
 def report(cells, measured_rtt, a, depths, rtts, legs):
+    """The tables; with no round trips (a cluster you run) one row, direct."""
+    rows = [rtt_label(r, leg, legs) for r, leg in reaches(rtts, legs)] or ["direct"]
     for name in a.datasets.split(","):
         for enc in a.encodings.split(","):
-            base = cells.get(f"{name}/{enc}/{rtt_label(rtts[0], legs[0], legs)}/{max(depths)}/in")
+            base = cells.get(f"{name}/{enc}/{rtt_label(rtts[0], legs[0], legs)}/{max(depths)}/in") if rtts else None
             direct = cells.get(f"{name}/{enc}/direct/{max(depths)}/in")
             print(f"\n{name}, {enc} Datums: images/s through Caffe's Data layer (batch {BATCH}, "
                   f"{a.seconds} s per cell, 1 round)")
@@ -208,14 +238,15 @@ def report(cells, measured_rtt, a, depths, rtts, legs):
                       f"({base / direct:.2f} of direct)")
             head = "".join(f"{f'{d} in':>11}{f'{d} ooo':>11}" if d > 1 else f"{f'{d}':>11}" for d in depths)
             print(f"  {'RTT (measured)':<26}{head}")
-            for reach in [rtt_label(r, leg, legs) for r, leg in reaches(rtts, legs)]:
+            for reach in rows:
                 row = ""
                 for d in depths:
                     for order in (["in", "ooo"] if d > 1 else ["in"]):
                         v = cells.get(f"{name}/{enc}/{reach}/{d}/{order}")
                         row += f"{v:11,.0f}" if v is not None else f"{'-':>11}"
-                print(f"  {f'{reach} ms ({measured_rtt.get(reach)} ms)':<26}{row}")
-            for leg in legs:
+                label = reach if reach == "direct" else f"{reach} ms"
+                print(f"  {f'{label} ({measured_rtt.get(reach)} ms)':<26}{row}")
+            for leg in legs if rtts else []:
                 far = cells.get(f"{name}/{enc}/{rtt_label(rtts[-1], leg, legs)}/{max(depths)}/in")
                 if base and far:
                     print(f"  at {rtts[-1]:g} ms ({leg}) with {max(depths)} in flight: {far / base:.2f} of the rate at "

@@ -19,6 +19,11 @@ every cell alike; medians and the spread over rounds are printed.
 
   python benchmarks/redis_reader.py [--datasets cifar10,imagenet] [--rounds 3] [--rtt 10]
                                     [--server-io-threads 1,2]
+
+On a cluster you run (IMGSTORE_REDIS_CLUSTER) it reads imgstore:DATASET:train, directly only
+(--rtt and --server-io-threads, the project's proxy and servers, are refused); the servers' CPU
+is what their INFO says (every client's, not only this reader's; '-' where the ACL user may
+not send INFO).
 """
 import argparse
 import json
@@ -34,7 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import toolchain  # noqa: E402
 from benchmarks import flags, redis_path  # noqa: E402
-from data_prep import build, datasets, redis_cluster  # noqa: E402
+from data_prep import build, datasets, redis_cluster, redis_external  # noqa: E402
 from data_prep.backends import redis_store  # noqa: E402
 from experiments import runner  # noqa: E402
 
@@ -76,17 +81,27 @@ def measure_cell(cluster, net, cell, records, rtt):
     return measure(net, records, cluster)
 
 
+def servers_cpu(cluster):
+    """CPU seconds of the servers (and the delay proxy) so far: their processes', or on a
+    cluster you run what its masters' INFO says (None where the user may not send INFO)."""
+    if cluster.external:
+        usage = list(cluster.server_usage().values())
+        return None if None in usage else sum(u["cpu_seconds"] for u in usage)
+    return process_cpu(cluster.server_pids() + [cluster.proxy_pid()])
+
+
 def measure(net, records, cluster):
-    servers = cluster.server_pids() + [cluster.proxy_pid()]
-    before = process_cpu(servers)
+    before = servers_cpu(cluster)
     p = subprocess.run([str(toolchain.PYTHON), "-c", MEASURE, str(net), str(records), str(runner.ROOT)], capture_output=True,
                        text=True, timeout=900)
     if p.returncode != 0:
         raise RuntimeError(f"the measuring net {net} failed:\n{p.stderr[-3000:]}")
     prefetch, readers, n, wall = (float(x) for x in p.stdout.split()[-4:])
+    after = servers_cpu(cluster)
     return {"prefetch_us": prefetch / n * 1e6, "readers_us": readers / n * 1e6,
             "data_path_us": (prefetch + readers) / n * 1e6,
-            "servers_us": (process_cpu(servers) - before) / n * 1e6, "images_per_s": n / wall, "records": n}
+            "servers_us": None if before is None or after is None else (after - before) / n * 1e6,
+            "images_per_s": n / wall, "records": n}
 
 
 def main(argv=None):
@@ -94,6 +109,7 @@ def main(argv=None):
     p.add_argument("--datasets", default="cifar10,imagenet")
     p.add_argument("--rounds", type=int, default=3)
     flags.add_rtt(p)
+    p.set_defaults(rtt=None)  # 10 ms, unless on a cluster you run (which refuses it)
     p.add_argument("--depth", type=int, default=128, help="Redis requests in flight (prefetch_depth)")
     p.add_argument("--redis-io", default="thread,inline", help="the Redis reader's receiving: thread, inline "
                                                                 "or both (patch 0016)")
@@ -101,10 +117,16 @@ def main(argv=None):
                                                "3,000 for ImageNet)")
     p.add_argument("--data", default=str(runner.ROOT / "data"))
     p.add_argument("--json", type=Path, help="also write every round's cells here")
-    p.add_argument("--server-io-threads", default="1", help="each Redis node's io-threads, a comma-separated list "
-                   "to compare (e.g. 1,2: each Redis cell once per value; the cluster restarted between them)")
+    p.add_argument("--server-io-threads", help="each Redis node's io-threads, a comma-separated list to compare "
+                   "(e.g. 1,2: each Redis cell once per value; the cluster restarted between them; default 1)")
     a = p.parse_args(argv)
-    server_threads = [int(t) for t in a.server_io_threads.split(",")]
+    external = redis_external.seeds_asked() is not None
+    if external and (a.rtt is not None or a.server_io_threads):
+        redis_external.refuse_external("benchmarks/redis_reader.py", "is read directly only (--rtt and "
+                                       "--server-io-threads are the project's own delay proxy and servers)",
+                                       "leave them out")
+    a.rtt = 10.0 if a.rtt is None else a.rtt
+    server_threads = [int(t) for t in (a.server_io_threads or "1").split(",")]
     cluster = redis_store.cluster_of(Path(a.data) / "any" / "redis")
     tmp = Path(tempfile.mkdtemp(prefix="redis-reader-"))
     rounds = {}
@@ -114,15 +136,17 @@ def main(argv=None):
             build.prepare_missing(name, ["lmdb", "redis"], a.data, log=lambda m: print(m, file=sys.stderr))
             records = a.records or RECORDS[name]
             lmdb = Path(a.data) / name / "lmdb" / "train_lmdb"
-            nets = {"lmdb": redis_path.net_file(tmp / f"{name}-lmdb.prototxt", cluster, None, ds, 0, False, lmdb)}
-            for where in ("direct", f"{a.rtt:g} ms"):
+            nets = {"lmdb": redis_path.net_file(tmp / f"{name}-lmdb.prototxt", a.data, cluster, None, ds, 0, False,
+                                                lmdb)}
+            for where in ["direct"] + ([] if external else [f"{a.rtt:g} ms"]):
                 for io in a.redis_io.split(","):
                     nets[f"{where} {io}"] = redis_path.net_file(
-                        tmp / f"{name}-{where.split()[0]}-{io}.prototxt", cluster, f"{name}:train", ds, a.depth,
-                        False, redis_io=io)
+                        tmp / f"{name}-{where.split()[0]}-{io}.prototxt", a.data, cluster,
+                        redis_store.prefix_for(name, "train"), ds, a.depth, False, redis_io=io)
             for r in range(a.rounds):
                 for threads in server_threads:
-                    cluster = redis_cluster.Cluster(cluster.root, io_threads=threads)
+                    if not external:
+                        cluster = redis_cluster.Cluster(cluster.root, io_threads=threads)
                     for cell, net in nets.items():
                         if cell == "lmdb" and threads != server_threads[0]:
                             continue  # no server in it
@@ -130,8 +154,9 @@ def main(argv=None):
                             cell = f"{cell} io-threads {threads}"
                         got = measure_cell(cluster, net, cell, records, a.rtt)
                         rounds.setdefault(f"{name}/{cell}", []).append(got)
+                        servers = "-" if got["servers_us"] is None else f"{got['servers_us']:6.1f}"
                         print(f"round {r + 1} {name:<9} {cell:<14} prefetch thread {got['prefetch_us']:7.1f} us/record, "
-                              f"readers {got['readers_us']:6.1f}, servers {got['servers_us']:6.1f} us/record, "
+                              f"readers {got['readers_us']:6.1f}, servers {servers} us/record, "
                               f"{got['images_per_s']:8,.0f} images/s",
                               file=sys.stderr, flush=True)
     finally:
@@ -139,14 +164,15 @@ def main(argv=None):
         shutil.rmtree(tmp, ignore_errors=True)
     report(rounds, a)
     if a.json:
-        a.json.write_text(json.dumps({"rounds": rounds, "rtt_ms": a.rtt, "depth": a.depth,
+        a.json.write_text(json.dumps({"rounds": rounds, "rtt_ms": None if external else a.rtt, "depth": a.depth,
                                       "server_io_threads": server_threads,
                                       "batch": redis_path.BATCH, "machine": runner.environment()}, indent=1))
     return 0
 
 
 def spread(values):
-    return f"{statistics.median(values):7.1f} [{min(values):.1f}-{max(values):.1f}]"
+    values = [v for v in values if v is not None]
+    return f"{statistics.median(values):7.1f} [{min(values):.1f}-{max(values):.1f}]" if values else "-"
 
 
 def report(rounds, a):
@@ -158,12 +184,15 @@ def report(rounds, a):
 
     def median(got, field):
         return statistics.median(g[field] for g in got)
+
+    def ratio(got, base, field):  # '-' where LMDB's figure is 0 (too few records for a CPU tick)
+        return f"{median(got, field) / median(base, field):>7.2f}x" if median(base, field) else f"{'-':>8}"
     for key, got in rounds.items():
         base = rounds[f"{key.split('/')[0]}/lmdb"]
-        print(f"{key:<28}" + "".join(f"{spread([g[f] for g in got]):>24}{median(got, f) / median(base, f):>7.2f}x"
+        print(f"{key:<28}" + "".join(f"{spread([g[f] for g in got]):>24}{ratio(got, base, f)}"
                                       for f in ("prefetch_us", "data_path_us"))
               + f"{spread([g['servers_us'] for g in got]) if 'lmdb' not in key else '-':>24}"
-              + f"{median(got, 'images_per_s'):>12,.0f}{median(got, 'images_per_s') / median(base, 'images_per_s'):>7.2f}x")
+              + f"{median(got, 'images_per_s'):>12,.0f}{ratio(got, base, 'images_per_s')}")
     print("goal (#22): the prefetch thread's CPU per record from Redis <= 1.5x LMDB's; the data path's says "
           "what the CPU pays in all")
 

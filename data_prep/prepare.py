@@ -16,6 +16,8 @@ import os
 import sys
 from pathlib import Path
 
+import redis
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from data_prep import backends, build, datasets, redis_external  # noqa: E402
@@ -42,7 +44,9 @@ def main(argv=None):
     p.add_argument("--count", type=int, help="train images of a generated stand-in (imagenet default 2000)")
     p.add_argument("--seed", type=int, default=0, help="seed of generated stand-ins")
     p.add_argument("--jobs", type=int, help="worker processes (default: all cores)")
-    p.add_argument("--force", action="store_true", help="rewrite artifacts that are up to date")
+    p.add_argument("--force", action="store_true", help="rewrite artifacts that are up to date; with clean on a "
+                   "cluster you run, remove the data set's keys there even when the manifest here does not describe "
+                   "them")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.add_argument("--cluster", metavar="HOST:PORT[,...]", help="the redis backend in a Redis or Valkey Cluster you run, reached at these seeds (sets "
                    "IMGSTORE_REDIS_CLUSTER); credentials from IMGSTORE_REDIS_USER and IMGSTORE_REDIS_PASSWORD or "
@@ -61,7 +65,7 @@ def main(argv=None):
         if a.dataset == "clean":
             if len(a.backends) != 2:
                 p.error("clean DATASET BACKENDS: which dataset, which backends (comma-separated, or all)")
-            build.clean(datasets.get(a.backends[0]).name, backend_list(a.backends[1]), a.out)
+            clean(datasets.get(a.backends[0]).name, backend_list(a.backends[1]), a.out, a.force)
             return 0
         if len(a.backends) != 1:
             p.error("give the backends as one comma-separated list")
@@ -71,7 +75,24 @@ def main(argv=None):
     except SourceError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    except (redis.RedisError, redis.exceptions.RedisClusterException) as e:  # refused (an ACL), a node gone
+        external = redis_external.cluster()
+        where = f" {external.name}, user {external.user()}" if external else ""
+        print(f"error: Redis{where}: {str(e).splitlines()[0]}", file=sys.stderr)
+        return 2
     return 0
+
+
+def clean(dataset, names, out_root, force):
+    """build.clean, in a data set folder that exists; --force: the redis backend's keys on a
+    cluster the user runs even where no manifest here says they are this checkout's."""
+    out = Path(out_root) / dataset
+    if not out.is_dir():
+        raise SourceError(f"clean {dataset}: no folder {out} (--out {out_root}): nothing here says what to remove")
+    if force and "redis" in names and redis_external.seeds_asked():
+        with build.dataset_lock(out):
+            backends.get("redis").remove(out / "redis", force=True)
+    build.clean(dataset, names, out_root)
 
 
 def print_footprints(results):

@@ -9,8 +9,13 @@ variables (caffe/patches/0012, 0023).
 
 The project's keys there are under imgstore:DATASET:PHASE, and nothing else is written or
 deleted. The project never starts, stops, saves or restarts such a cluster: a cold run is
-refused (its servers' memory is not the project's to drop), and writes are not waited on by
-replicas (replication is its owner's).
+refused (its servers' memory is not the project's to drop), writes are not waited on by
+replicas (replication is its owner's), and the benchmarks that fail over, migrate slots, stop
+servers or put a delay proxy in front refuse it (refuse_external).
+
+Least privilege (docs/redis.md): READER_RULES are what run.py and Caffe's reader send, WRITER_RULES
+what prepare.py and clean send besides; INFO (servers' versions, CPU, memory) is optional and
+recorded as not available where the user may not send it.
 """
 import os
 import stat
@@ -25,10 +30,25 @@ USER_ENV = "IMGSTORE_REDIS_USER"
 PASSWORD_ENV = "IMGSTORE_REDIS_PASSWORD"
 PASSWORD_FILE_ENV = "IMGSTORE_REDIS_PASSWORD_FILE"
 KEY_PREFIX = "imgstore:"
+# ACL rules, set on every node (ACLs are per node), found by running each command as a user with
+# only these, then without each one (tests/test_redis_acl.py uses them alone): a reader's (run.py:
+# Caffe's REDIS reader and the warming; the read-only benchmarks) and a writer's (prepare.py,
+# prepare.py clean, redis_path.py's PNG copy: a reader's and these). The python client sends
+# COMMAND when it connects; Caffe's reader sends ASKING while a slot migrates.
+READER_RULES = (f"~{KEY_PREFIX}*", "+get", "+llen", "+lrange", "+ping", "+asking", "+cluster|slots", "+command")
+WRITER_RULES = READER_RULES + ("+set", "+rpush", "+exists", "+unlink", "+scan", "+strlen", "+memory|usage")
 
 
 class ExternalClusterError(SourceError):
     pass
+
+
+def refuse_external(command, why, fix=f"unset {SEEDS_ENV}"):
+    """Stops `command` (e.g. "benchmarks/redis_failover.py") with one line where a cluster the
+    user runs is named: `why` says what the command would do to it ("is not the project's to
+    fail over"), `fix` what to do instead."""
+    if seeds_asked():
+        raise SystemExit(f"{command}: a cluster you run ({SEEDS_ENV}) {why}; {fix}")
 
 
 def seeds_asked():
@@ -145,22 +165,46 @@ class ExternalCluster:
     def failover_events(self, since, until):
         return []  # its servers' logs are not the project's to read
 
-    def describe(self):
-        """Which cluster: seeds, servers' version and shape; that the project did not start it."""
+    def rtt_ms(self, samples=21):
+        """Median PING round trip to the first master, in ms (redis_cluster.median_ms)."""
         c = self.client()
         try:
-            info = c.info("server", target_nodes=c.get_primaries())
-            versions = sorted({v.get("valkey_version") or v.get("redis_version") for v in info.values()})
-            nodes = c.cluster_nodes()
-            first = c.get_primaries()[0]
-            rtt = median_ms(lambda: c.ping(target_nodes=first))
+            return self._rtt_ms(c, samples)
         finally:
             c.close()
-        masters = sum("master" in n.get("flags", "") for n in nodes.values())
-        return {"external": True, "started_by_project": False, "seeds": self.seed_text(),
-                "server": "valkey" if any("valkey_version" in v for v in info.values()) else "redis",
-                "versions": versions, "masters": masters, "replicas": len(nodes) - masters,
-                "user": os.environ.get(USER_ENV) or "default", "rtt_ms_measured": rtt}
+
+    @staticmethod
+    def _rtt_ms(c, samples=21):
+        first = c.get_primaries()[0]
+        return median_ms(lambda: c.ping(target_nodes=first), samples)
+
+    def describe(self):
+        """Which cluster: seeds, shape (from the slot map), the round trip, that the project did
+        not start it; the servers' kind and versions from INFO, or, where the user may not send
+        INFO (an ACL without it: +@dangerous holds it), None with the reason in not_available."""
+        import redis
+        c = self.client()
+        not_available = []
+        try:
+            masters, replicas = len(c.get_primaries()), len(c.get_replicas())
+            try:
+                info = c.info("server", target_nodes=c.get_primaries())
+            except redis.ResponseError as e:  # NOPERM, or a server without INFO
+                info = None
+                not_available.append(f"INFO: {str(e).splitlines()[0]} (user {self.user()}): no servers' versions, "
+                                     "CPU or memory")
+            rtt = self._rtt_ms(c)
+        finally:
+            c.close()
+        versions = sorted({v.get("valkey_version") or v.get("redis_version") for v in info.values()}) if info else None
+        server = None if info is None else "valkey" if any("valkey_version" in v for v in info.values()) else "redis"
+        return {"external": True, "started_by_project": False, "seeds": self.seed_text(), "server": server,
+                "versions": versions, "masters": masters, "replicas": replicas, "user": self.user(),
+                "rtt_ms_measured": rtt, "not_available": not_available or None}
+
+    @staticmethod
+    def user():
+        return os.environ.get(USER_ENV) or "default"
 
 
 def cluster():

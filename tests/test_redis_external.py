@@ -63,6 +63,7 @@ def test_a_cluster_the_user_runs_is_prepared_and_trained_from_as_lmdb_is(lab, tm
     r, = record.recorded(out, "mnist")
     assert r.ok and r.location["external"] and not r.location["started_by_project"]
     assert r.location["seeds"] == seeds and r.location["user"] == USER and r.location["masters"] == 3
+    assert r.location["versions"] and r.location["not_available"] is None  # +@all: INFO too
     written = [f.read_text(errors="replace") for f in (out / r.run_dir).rglob("*") if f.is_file()]
     assert not any(secret in text for text in written + [p.stdout, p.stderr, (out / "mnist" / "records.jsonl").read_text()])
     assert any(f"redis://{seeds}/imgstore:mnist:train" in text for text in written)

@@ -5,12 +5,14 @@ arrival order). The paper's future work: a distributed key-value store.
 Keys: PREFIX:KEY per record (KEY as in LMDB), PREFIX:~index (the keys in order), and
 PREFIX:~complete ("COUNT FINGERPRINT": the record count and the source's hash), written last,
 once the index holds exactly COUNT keys, and deleted first when a data set is replaced; both
-readers (Caffe's and records()) refuse an index of another length. PREFIX = DATASET:PHASE. The records live in the
-servers (data_prep.redis_cluster, under DATA/redis-cluster/); the artifact's folder holds only
+readers (Caffe's and records()) refuse an index of another length. PREFIX = DATASET:PHASE
+(imgstore:DATASET:PHASE in a cluster the user runs, data_prep.redis_external, where the project
+touches no other key). The records live in the servers (data_prep.redis_cluster, under DATA/redis-cluster/); the artifact's folder holds only
 its manifest.
 """
 import shutil
 import time
+from contextlib import contextmanager
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -32,9 +34,16 @@ def cluster_of(dest, **how):
 
 
 def prefix_of(dest, phase):
-    """DATASET:PHASE in the project's cluster; imgstore:DATASET:PHASE in one the user runs."""
+    """The key prefix of the artifact at DATA/DATASET/redis: see prefix_for."""
+    return prefix_for(Path(dest).resolve().parent.name, phase)
+
+
+def prefix_for(name, phase):
+    """NAME:PHASE in the project's cluster; imgstore:NAME:PHASE in one the user runs, where the
+    project's keys are all under imgstore: (NAME: a data set, or a benchmark's copy of one,
+    DATASET-png)."""
     own = redis_external.KEY_PREFIX if redis_external.seeds_asked() else ""
-    return f"{own}{Path(dest).resolve().parent.name}:{phase}"
+    return f"{own}{name}:{phase}"
 
 
 def marker(prefix):
@@ -66,15 +75,27 @@ def keys_of_index(c, prefix):
     return [k.decode() for k in c.lrange(index(prefix), 0, -1)]
 
 
+def marker_of(c, prefix):
+    """[COUNT, FINGERPRINT] of the complete data set under `prefix`, or None."""
+    value = c.get(marker(prefix))
+    if value is None:
+        return None
+    return value.decode().split() if isinstance(value, bytes) else value.split()
+
+
+def marker_text(count, fingerprint):
+    """A complete data set's marker: its record count and its source's fingerprint."""
+    return f"{count} {fingerprint or '-'}"
+
+
 def check_marker(c, prefix, count, fingerprint):
     """The complete data set under `prefix` is the one a manifest describes: its marker's record
     count and source fingerprint (written last, by _Writer.finish) are the manifest's."""
-    value = c.get(marker(prefix))
-    if value is None:
+    held = marker_of(c, prefix)
+    if held is None:
         raise SourceError(f"Redis: no complete data set {prefix} (its marker {marker(prefix)} is missing): "
                           "prepare it again")
-    held = value.decode().split() if isinstance(value, bytes) else value.split()
-    if held != [str(count), fingerprint or "-"]:
+    if held != marker_text(count, fingerprint).split():
         raise SourceError(f"Redis: {prefix} holds {held[0]} records of source {held[-1][:16]}, the manifest here "
                           f"describes {count} of {(fingerprint or '-')[:16]}: the cluster was written by another "
                           "prepare since; prepare it again (--force)")
@@ -84,7 +105,7 @@ def delete_prefix(c, prefix):
     """Every key under PREFIX: (a data set, complete or not), node by node; one key per UNLINK,
     since a cluster refuses multi-key commands across hash slots. The completion marker goes
     first, so that a deletion cut short never leaves a marker vouching for missing records."""
-    c.delete(marker(prefix))
+    c.unlink(marker(prefix))
     for node in c.get_primaries():
         r = c.get_redis_connection(node)
         pipe = r.pipeline(transaction=False)
@@ -93,6 +114,31 @@ def delete_prefix(c, prefix):
             if n % PIPELINE == 0:
                 pipe.execute()
         pipe.execute()
+
+
+def _check_ours(c, cluster, dest, phase, written):
+    """Refuses (SourceError) to remove a phase of the data set at `dest` from a shared cluster
+    unless `written`, the manifest there, describes it: its marker, or with no manifest, any key."""
+    prefix = prefix_of(dest, phase)
+    held = marker_of(c, prefix)
+    if written is None:
+        if held is not None or _holds_any(c, prefix):
+            whose = f"{held[0]} records of source {held[-1]}" if held else "keys but no completion marker"
+            raise SourceError(f"Redis: {cluster.name} holds {prefix} ({whose}), and no manifest at {dest} says it is "
+                              "this checkout's: nothing removed (prepare.py clean --force removes it whoever wrote it)")
+        return
+    split = written.splits.get(phase)
+    mine = marker_text(split.count, written.source_fingerprint).split() if split else None
+    if held is not None and held != mine:
+        raise SourceError(f"Redis: {cluster.name} holds {prefix} as {held[0]} records of source {held[-1]}, the "
+                          f"manifest at {dest} describes {mine[0] if mine else 0} of {mine[-1] if mine else '-'}: "
+                          "another checkout's data set; nothing removed (prepare.py clean --force removes it)")
+
+
+def _holds_any(c, prefix):
+    """Whether any key is under PREFIX: on any master."""
+    return any(next(c.get_redis_connection(node).scan_iter(match=f"{prefix}:*", count=PIPELINE), None) is not None
+               for node in c.get_primaries())
 
 
 def pipelined(c, keys, *commands):
@@ -141,13 +187,17 @@ class _Writer(datum.BatchWriter):
     """Writes one split into a running cluster (build.write_artifact keeps it up: `session`)."""
 
     def __init__(self, cluster, prefix, overwrite, fingerprint=None):
+        """overwrite: True (any complete data set under `prefix`), False (none), or the [COUNT,
+        FINGERPRINT] of the one that may be (the local manifest's, on a cluster the user runs)."""
         import redis
         self.cluster, self.prefix, self.count, self.fingerprint = cluster, prefix, 0, fingerprint or "-"
         self.client = client(cluster)
         try:
-            if self.client.get(marker(prefix)) is not None and not overwrite:
+            held = marker_of(self.client, prefix)
+            if held is not None and overwrite is not True and held != overwrite:
                 raise SourceError(f"Redis cluster under {cluster.root} already holds a complete data set {prefix} "
-                                  "that no manifest here describes; --force overwrites it")
+                                  f"({held[0]} records of source {held[-1]}) that no manifest here describes; "
+                                  "--force overwrites it")
             delete_prefix(self.client, prefix)  # also what a killed earlier write left
         except BaseException as e:
             self.client.close()
@@ -199,12 +249,25 @@ class _Writer(datum.BatchWriter):
                      f"record {missing} is not there (lost in a failover?)")
             raise SourceError(f"Redis cluster under {self.cluster.root}: {found} after {self.count} records were "
                               "written; no completion marker written")
-        self.client.set(marker(self.prefix), f"{self.count} {self.fingerprint}")
+        self.client.set(marker(self.prefix), marker_text(self.count, self.fingerprint))
         self.cluster.save()  # what a restart loads: the complete data set
         self.client.close()
 
     def abandon(self):
         self.client.close()
+
+
+@contextmanager
+def _said(cluster, doing):
+    """A Redis error while `doing` (a command the ACL user may not send, a node gone) as one
+    line naming the cluster and the user."""
+    import redis
+    try:
+        yield
+    except (redis.RedisError, redis.exceptions.RedisClusterException) as e:
+        who = f" as user {cluster.user()}" if cluster.external else ""
+        raise locations.LocationError(f"Redis: {getattr(cluster, 'name', cluster.root)}{who}, {doing}: "
+                                      f"{str(e).splitlines()[0]}") from e
 
 
 @register
@@ -233,19 +296,34 @@ class RedisBackend(datum.DatumBackend, Backend):
         return []  # nothing local but the manifest
 
     def writer(self, split, dest, ctx):
-        overwrite = ctx.overwrite or (ctx.final_dir / manifest.FILE).exists()
-        return _Writer(cluster_of(dest), prefix_of(ctx.final_dir, split.phase), overwrite, ctx.source_fingerprint)
+        cluster = cluster_of(dest)
+        return _Writer(cluster, prefix_of(ctx.final_dir, split.phase), self._may_overwrite(cluster, ctx, split.phase),
+                       ctx.source_fingerprint)
+
+    @staticmethod
+    def _may_overwrite(cluster, ctx, phase):
+        """--force: any data set; else the one the manifest here describes: on the project's
+        cluster whatever is there, on one the user runs only a data set whose marker is the
+        manifest's (another checkout's is left alone)."""
+        written = manifest.load(ctx.final_dir)
+        if ctx.overwrite or (written and not cluster.external):
+            return True
+        if written and phase in written.splits:
+            return marker_text(written.splits[phase].count, written.source_fingerprint).split()
+        return False
 
     def session(self, dest):
         return cluster_of(dest).session()
 
-    def remove(self, dest):
+    def remove(self, dest, force=False):
         """The manifest first (no manifest vouches for records going), then every key of both
         phases, under this data set's prefixes alone; the project's cluster saves after, so that
-        a restart does not bring them back."""
-        super().remove(dest)
+        a restart does not bring them back. On a cluster the user runs: see _remove_shared."""
         cluster = cluster_of(dest)
-        if not cluster.external and not cluster.root.exists():
+        if cluster.external:
+            return self._remove_shared(dest, cluster, force)
+        super().remove(dest)
+        if not cluster.root.exists():
             return  # the project's cluster never ran under this data folder: no record anywhere
         with cluster.session():
             c = client(cluster)
@@ -255,6 +333,23 @@ class RedisBackend(datum.DatumBackend, Backend):
             finally:
                 c.close()
             cluster.save()
+
+    def _remove_shared(self, dest, cluster, force):
+        """On a cluster the user runs, which other checkouts may share, only this checkout's data
+        set: each phase's marker must be the manifest's (or absent: what a removal or a write cut
+        short left); --force removes whatever is under the prefixes. The keys go first and the
+        manifest last, so that a removal cut short is still this checkout's to finish."""
+        written = manifest.load(dest)
+        c = client(cluster)
+        try:
+            if not force:
+                for phase in ("train", "test"):
+                    _check_ours(c, cluster, dest, phase, written)
+            for phase in ("train", "test"):
+                delete_prefix(c, prefix_of(dest, phase))
+        finally:
+            c.close()
+        super().remove(dest)
 
     def footprint(self, dest, phase=None):
         """As the servers report it: value bytes (STRLEN) and memory used (MEMORY USAGE)."""
@@ -308,6 +403,10 @@ class RedisClusterLocation(locations.Location):
             raise locations.LocationError(
                 f"cold: {self.cluster.name} is not this project's: its servers hold every record in memory, "
                 "and stopping them or dropping their caches is their owner's to do; run it warm")
+        with _said(self.cluster, "setting the cache"):
+            return self._set_cache(state, cold_fallback)
+
+    def _set_cache(self, state, cold_fallback):
         if self.cluster.running():
             self.found = (self.cluster.rtt_asked_ms(),)
         if state == "cold":
