@@ -13,6 +13,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from experiments.training import child_setup
+
 _libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
 _libc.mmap.restype = ctypes.c_void_p
 _libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
@@ -94,9 +96,15 @@ def warm(files, enter=None):
     enter: a function that puts the child into the training's cgroup, so that the pages are
     charged to its memory limit as the training's own reads would be (read from outside, a
     warm artifact larger than the limit would stay cached whole, which a machine of that
-    memory could not do)."""
+    memory could not do). The reader is killed when this process is (a death signal)."""
+    dies_with_us = child_setup()
+
+    def setup():
+        dies_with_us()
+        if enter:
+            enter()
     subprocess.run([sys.executable, "-c", _READ_ALL], input="\n".join(map(str, files)), text=True,
-                   check=True, preexec_fn=enter)
+                   check=True, preexec_fn=setup)
 
 
 def make_state(state, files, cold_fallback=None, enter=None):

@@ -5,7 +5,9 @@
 
 Layout under the data folder (default data/redis-cluster/): node-I/ (nodes.conf, dump.rdb,
 redis.log, redis.pid) per node, proxy.pid, and with replicas keeper.pid and keeper.log
-(data_prep/redis_keeper.py: a master whose process exits is failed over at once). Node I
+(data_prep/redis_keeper.py: a master whose process exits is failed over at once). A pid file
+holds the pid and the process's start time (`PID [SOURCE] started=TICKS`): only the process
+that was started there is ever signalled, never another that got its number later. Node I
 listens on 127.0.0.1:PORT+I (bus: +10000) and nowhere else; a password is required (IMGSTORE_REDIS_PASSWORD; generated for this process
 when unset). It is handed to redis-server on stdin and to Caffe in the environment, so no file
 the project writes holds it.
@@ -19,17 +21,26 @@ real network keeps on the wire). With a delay the nodes announce the proxies' po
 
 Persistence: data_prep SAVEs every node once a data set is complete; stopping never saves
 (SIGTERM with `save ""`), so what a restart loads is always a complete state.
+
+Lifetime: servers started for a caller that stops them when it is done (`session()`, a run's
+location: start(stops_with_caller=True)) stop with it when it is killed, and their keeper and
+proxy with them (a death signal; owner.json says whose they are); those the command-line
+`start` makes keep running until `stop`. Whatever a killed owner still left running (it died
+before the signal was set, or started them from another thread) is stopped by the next start,
+which says so on stderr.
 """
 import argparse
 import json
 import os
 import re
 import secrets
+import select
 import shutil
 import signal
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from contextlib import contextmanager
 from datetime import datetime
@@ -43,6 +54,7 @@ sys.path.insert(0, str(ROOT))
 import toolchain  # noqa: E402
 from data_prep.errors import SourceError  # noqa: E402
 from data_prep.options import parse_ms  # noqa: E402
+from experiments.training import child_setup  # noqa: E402
 
 REDIS_LOG = re.compile(r"^\d+:[A-Z] (\d+ \w+ \d+ [\d:.]+) . (.*)$")  # 1234:M 24 Nov 2026 07:01:08.292 # text
 FAILOVER_LINES = {"failing": re.compile(r"^Marking node \S+ as failing \(quorum reached\)"),
@@ -71,12 +83,41 @@ def password():
     return os.environ[PASSWORD_ENV]
 
 
-def _process_id(pid):
+def _started(pid):
+    """When process `pid` started, in clock ticks after boot (/proc/PID/stat): with the pid it
+    names one process for the machine's uptime, whatever the wall clock does meanwhile."""
+    with open(f"/proc/{pid}/stat") as f:
+        return int(f.read().rsplit(")", 1)[1].split()[19])
+
+
+def process_id(pid):
     """(pid, start time) of a live process: the same pair later means the same process."""
     try:
-        return [pid, psutil.Process(pid).create_time()]
-    except psutil.Error:
+        return [pid, _started(pid)]
+    except (OSError, ValueError, IndexError):
         return None
+
+
+def _write_pid_file(path, pid, *words):
+    """PID WORDS started=TICKS: what _read_pid_file reads back."""
+    started = process_id(pid)
+    path.write_text(" ".join([str(pid), *words] + ([f"started={started[1]}"] if started else [])) + "\n")
+
+
+def _read_pid_file(path):
+    """(pid, its start time or None, the other words) of a pid file. A file without a start time
+    (written before they were kept) names a process that only its command line can vouch for."""
+    words = Path(path).read_text().split()
+    started = [int(w[len("started="):]) for w in words[1:] if w.startswith("started=")]
+    return int(words[0]), (started or [None])[0], [w for w in words[1:] if not w.startswith("started=")]
+
+
+def _dies_with_this_thread(death_signal):
+    """A preexec_fn for a child that gets `death_signal` when this process exits, or None off the
+    main thread: the signal comes when the *thread* that started the child exits."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    return child_setup(death_signal=death_signal)
 
 
 def _holder(port):
@@ -164,37 +205,48 @@ class Cluster:
         return f"redis://{seeds}/{prefix}"
 
     # --- processes ---------------------------------------------------------------
-    def _pid(self, pidfile, ours):
-        """The pid in `pidfile` if that process is ours: alive, this user's, and `ours(process)`
-        (a pid file outlives its process, and its number may be taken by another)."""
+    def _process(self, pidfile, ours):
+        """The process `pidfile` names (a psutil.Process) if it is the one started there: alive,
+        started when the file says, this user's, and `ours(process)` (a pid file outlives its
+        process, and its number may be taken by another)."""
         try:
-            pid = int(Path(pidfile).read_text().split()[0])
+            pid, started, _ = _read_pid_file(pidfile)
             proc = psutil.Process(pid)
-            if _zombie(pid) or proc.uids().real != os.getuid() or not ours(proc):  # a killed node lingers as a zombie
+            if (started is not None and _started(pid) != started) or _zombie(pid) or \
+                    proc.uids().real != os.getuid() or not ours(proc):  # a killed node lingers as a zombie
                 return None
-            return pid
+            return proc
         except (OSError, ValueError, IndexError, psutil.Error):
             return None
 
+    def _server(self, i):
+        return self._process(self.node_dir(i) / "redis.pid",
+                             lambda p, d=self.node_dir(i): p.name() == "redis-server" and Path(p.cwd()) == d)
+
+    def _proxy(self):
+        return self._process(self.root / "proxy.pid", lambda p: p.cmdline()[:1] == [str(toolchain.DELAY_PROXY)])
+
+    def _keeper(self):
+        return self._process(self.root / "keeper.pid",
+                             lambda p: p.cmdline()[1:4] == ["-m", "data_prep.redis_keeper", str(self.root)])
+
     def server_pids(self):
-        return [self._pid(self.node_dir(i) / "redis.pid",
-                          lambda p, d=self.node_dir(i): p.name() == "redis-server" and Path(p.cwd()) == d)
-                for i in range(len(self.node_ports()))]
+        return [proc and proc.pid for proc in map(self._server, range(len(self.node_ports())))]
 
     def proxy_pid(self):
-        return self._pid(self.root / "proxy.pid",
-                         lambda p: p.cmdline()[:1] == [str(toolchain.DELAY_PROXY)])
+        proc = self._proxy()
+        return proc.pid if proc else None
 
     def proxy_source(self):
-        """The source digest of the running proxy's build (the second word of proxy.pid)."""
+        """The source digest of the running proxy's build (the word after the pid in proxy.pid)."""
         try:
-            return (self.root / "proxy.pid").read_text().split()[1] if self.proxy_pid() else None
-        except (OSError, IndexError):
+            return _read_pid_file(self.root / "proxy.pid")[2][0] if self.proxy_pid() else None
+        except (OSError, ValueError, IndexError):
             return None
 
     def keeper_pid(self):
-        return self._pid(self.root / "keeper.pid",
-                         lambda p: p.cmdline()[1:4] == ["-m", "data_prep.redis_keeper", str(self.root)])
+        proc = self._keeper()
+        return proc.pid if proc else None
 
     def running(self):
         return all(self.server_pids())
@@ -224,18 +276,16 @@ class Cluster:
         """The proxy's (requests', replies') delays for a round trip, on this cluster's legs."""
         return None if rtt_ms is None else tuple(rtt_ms * share for share in self.DELAY_LEGS[self.delay_legs])
 
-    def start(self, rtt_ms=None, timeout=60, keep_reach=False):
+    def start(self, rtt_ms=None, timeout=60, keep_reach=False, stops_with_caller=False):
         """Make the cluster run with clients reaching it at `rtt_ms` (None: directly; with
         keep_reach a running cluster stays as it is reached). Returns True when it started
-        the servers."""
+        the servers. stops_with_caller: the caller stops the servers it started when it is done
+        (a session, a run), so they, their keeper and their proxy get a death signal when this
+        process exits (started from its main thread; else the next start stops what is left)."""
         want = self.delays_for(rtt_ms)
         if self.running() and self.io_threads not in (None, self.running_io_threads()):
             self.stop()  # a node's io-threads is fixed at its start
-        if self.running() and self._orphaned() and self._password_refused():
-            print(f"stopping the Redis cluster under {self.root}: the process that started it (pid "
-                  f"{self._owner()[0]}) exited without stopping it, and the password it made went with it",
-                  file=sys.stderr)
-            self.stop()
+        self.stop_leftovers()
         if self.running():
             self._check_password()
             if not keep_reach:
@@ -247,11 +297,10 @@ class Cluster:
             raise ClusterError("redis-server not found: apt-get install redis-server redis-tools")
         self.root.mkdir(parents=True, exist_ok=True)
         self._check_ports_free()
-        self._keep_owner()
-        for i, port in enumerate(self.node_ports()):
-            self._start_node(i, port)
+        self._keep_owner(stops_with_caller)
+        started = [self._start_node(i, port) for i, port in enumerate(self.node_ports())]
         try:
-            self._wait_ready(timeout)
+            self._wait_ready(timeout, started)
             self._form_cluster(timeout)
             self._wait_converged(self.node_ports(), timeout)
             self._reach(want, timeout)
@@ -262,26 +311,72 @@ class Cluster:
             raise
         return True
 
-    def _keep_owner(self):
-        """Notes this process as the servers' owner when their password is one it made."""
+    def _keep_owner(self, stops_with_caller):
+        """Notes this process as the servers' owner when they stop with it or their password is
+        one it made: when it is gone, what it left running is no one's."""
         path = self.root / self.OWNER
-        if password() in _MADE_HERE:
+        made_here = password() in _MADE_HERE
+        if made_here or stops_with_caller:
             tmp = path.with_suffix(".partial")
-            tmp.write_text(json.dumps(_process_id(os.getpid())) + "\n")
+            tmp.write_text(json.dumps({"process": process_id(os.getpid()), "password_made_here": made_here,
+                                       "stops_with_it": stops_with_caller}) + "\n")
             tmp.replace(path)
         else:
             path.unlink(missing_ok=True)
 
     def _owner(self):
+        """{"process": [pid, start], "password_made_here", "stops_with_it"}, or None: the servers
+        are whoever's knows their password (the command-line start's)."""
         try:
-            return json.loads((self.root / self.OWNER).read_text())
+            owner = json.loads((self.root / self.OWNER).read_text())
         except (OSError, ValueError):
             return None
+        if isinstance(owner, list):  # written before servers could stop with their owner: [pid, epoch seconds]
+            try:
+                alive = psutil.Process(owner[0]).create_time() == owner[1]
+            except (psutil.Error, IndexError, TypeError):
+                alive = False
+            return {"process": process_id(owner[0]) if alive else [owner[0], None], "password_made_here": True,
+                    "stops_with_it": False}
+        return owner if isinstance(owner, dict) and owner.get("process") else None
 
     def _orphaned(self):
-        """The running servers' password was made by a process that has exited."""
+        """The servers' owner (see _keep_owner) has exited."""
         owner = self._owner()
-        return bool(owner) and owner != _process_id(owner[0])
+        return bool(owner) and owner["process"] != process_id(owner["process"][0])
+
+    def _stops_with_this_process(self):
+        owner = self._owner()
+        return bool(owner and owner["stops_with_it"] and owner["process"] == process_id(os.getpid()))
+
+    def _why_left(self):
+        """Why the cluster's processes are no one's now, or None: their owner exited without
+        stopping them though they were to stop with it (its death signal could not act), or
+        with the password only it knew."""
+        if not self._orphaned():
+            return None
+        owner = self._owner()
+        gone = f"the process that started them (pid {owner['process'][0]}) exited without stopping them"
+        if owner["stops_with_it"]:
+            return f"{gone}, and they were to stop with it"
+        if owner["password_made_here"] and (not self.running() or self._password_refused()):
+            return f"{gone}, and the password it made went with it"
+        return None
+
+    def _live_processes(self):
+        """The cluster's processes running now, in words."""
+        servers = [str(pid) for pid in self.server_pids() if pid]
+        return ([f"redis-server pid{'s' * (len(servers) > 1)} {', '.join(servers)}"] if servers else []) + \
+            [f"{what} pid {pid}" for what, pid in (("keeper", self.keeper_pid()), ("delay proxy", self.proxy_pid()))
+             if pid]
+
+    def stop_leftovers(self):
+        """Stops what an owner that exited left running (see _why_left), saying so on stderr."""
+        why = self._why_left()
+        left = self._live_processes() if why else []
+        if left:
+            print(f"stopping the Redis cluster under {self.root} ({'; '.join(left)}): {why}", file=sys.stderr)
+            self.stop()
 
     def _reach(self, delays, timeout):
         """Clients of the running cluster reach it directly (None) or through the proxy at
@@ -296,7 +391,7 @@ class Cluster:
             c.config_set("cluster-announce-port", port)
         self._wait_converged(announced, timeout)
         if delays is None:
-            self._stop_pid(self.proxy_pid())
+            self._stop(self._proxy())
 
     def save(self, timeout=600):
         """Every node's data to its RDB file, in the background (a SAVE of a large data set
@@ -325,7 +420,7 @@ class Cluster:
     def session(self, rtt_ms=None):
         """The cluster up for a while, as it is reached now if it runs; else started (reached
         at `rtt_ms`) and stopped at the end."""
-        started = self.start(rtt_ms, keep_reach=True)
+        started = self.start(rtt_ms, keep_reach=True, stops_with_caller=True)
         try:
             yield self
         finally:
@@ -345,14 +440,21 @@ class Cluster:
             "cluster-announce-ip 127.0.0.1", f"cluster-announce-port {port}",
             f"cluster-announce-bus-port {port + 10000}",
             f"dir {d}", "dbfilename dump.rdb", 'save ""', "appendonly no",
-            f"pidfile {d / 'redis.pid'}", f"logfile {d / 'redis.log'}", "daemonize no",
+            f"logfile {d / 'redis.log'}", "daemonize no",  # no pidfile: ours holds the start time too
             f"io-threads {self.io_threads or 1}", f"io-threads-do-reads {'yes' if (self.io_threads or 1) > 1 else 'no'}",
             ""])
         proc = subprocess.Popen(["redis-server", "-"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
-                                stderr=subprocess.DEVNULL, start_new_session=True)
+                                stderr=subprocess.DEVNULL, start_new_session=True,
+                                preexec_fn=self._death_signal(signal.SIGTERM))  # SIGTERM: it exits cleanly
+        _write_pid_file(d / "redis.pid", proc.pid)
         proc.stdin.write(config.encode())
         proc.stdin.close()
-        (d / "redis.pid").write_text(f"{proc.pid}\n")  # redis writes it too; ours exists at once
+        return proc
+
+    def _death_signal(self, signal_number):
+        """The preexec_fn of a process of this cluster: none, or, when its servers stop with this
+        process, `signal_number` when it exits."""
+        return _dies_with_this_thread(signal_number) if self._stops_with_this_process() else None
 
     def start_keeper(self):
         """With replicas: the keeper (data_prep/redis_keeper.py), which fails a master over to
@@ -363,12 +465,13 @@ class Cluster:
         with open(self.root / "keeper.log", "ab") as errors:
             proc = subprocess.Popen([sys.executable, "-m", "data_prep.redis_keeper", str(self.root),
                                      "--port", str(self.port)], cwd=ROOT, stdin=subprocess.DEVNULL,
-                                    stdout=subprocess.DEVNULL, stderr=errors, start_new_session=True)
-        (self.root / "keeper.pid").write_text(f"{proc.pid}\n")
+                                    stdout=subprocess.DEVNULL, stderr=errors, start_new_session=True,
+                                    preexec_fn=self._death_signal(signal.SIGKILL))
+        _write_pid_file(self.root / "keeper.pid", proc.pid)
 
     def stop_keeper(self):
         """Leave a lost master to Redis Cluster's own failover (node timeout, gossip, election)."""
-        self._stop_pid(self.keeper_pid())
+        self._stop(self._keeper())
 
     def running_io_threads(self):
         """The first answering node's io-threads (its I/O threads, the main one counted)."""
@@ -406,7 +509,8 @@ class Cluster:
                                f"{PASSWORD_ENV} to the one it was started with, or stop it "
                                f"(python -m data_prep.redis_cluster stop)") from None
 
-    def _wait_ready(self, timeout):
+    def _wait_ready(self, timeout, started):
+        """Until every node answers PING; `started`: their processes (Popen), in node order."""
         import redis
         deadline = time.time() + timeout
         for i, port in enumerate(self.node_ports()):
@@ -416,8 +520,8 @@ class Cluster:
                     break
                 except redis.BusyLoadingError:
                     pass
-                except redis.ConnectionError as e:
-                    if not self._pid(self.node_dir(i) / "redis.pid", "redis-server"):
+                except redis.ConnectionError as e:  # not listening yet, or exited
+                    if started[i].poll() is not None:
                         log = self.node_dir(i) / "redis.log"
                         tail = log.read_text(errors="replace")[-600:] if log.exists() else ""
                         raise ClusterError(f"redis-server node {i} (127.0.0.1:{port}) exited: {e}\n{tail}") from None
@@ -557,47 +661,62 @@ class Cluster:
             time.sleep(0.1)
 
     def _start_proxy(self, delays):
-        self._stop_pid(self.proxy_pid())
+        self._stop(self._proxy())
         maps = [f"{p}:{n}" for p, n in zip(self.proxy_ports(), self.node_ports())]
         log = self.root / "proxy.log"
         requests, replies = (f"{d:g}" for d in delays)
         spec = requests if requests == replies else f"{requests}/{replies}"  # one number: both ways, as any build reads it
         with open(log, "wb") as errors:  # not a pipe: nobody reads it while the proxy runs
             proc = subprocess.Popen([str(toolchain.delay_proxy()), spec] + maps, stdout=subprocess.PIPE,
-                                    stderr=errors, start_new_session=True)
+                                    stderr=errors, start_new_session=True,
+                                    preexec_fn=self._death_signal(signal.SIGKILL))
         if proc.stdout.readline().strip() != b"ready":
             proc.wait()
             raise ClusterError(f"delay proxy failed: {log.read_text(errors='replace').strip()}")
-        (self.root / "proxy.pid").write_text(f"{proc.pid} {toolchain.delay_proxy_source()}\n")
+        _write_pid_file(self.root / "proxy.pid", proc.pid, toolchain.delay_proxy_source())
+
+    @staticmethod
+    def _stop(proc, timeout=10):
+        """SIGTERM, then SIGKILL after `timeout` s, to `proc` (a psutil.Process: a pid and its
+        start time) and to no other: the signals go through a pidfd opened while the pid was
+        still that process, so a number that another process takes meanwhile is never signalled."""
+        if proc is None:
+            return
+        try:
+            fd = os.pidfd_open(proc.pid)
+        except OSError:  # gone
+            return
+        try:
+            if not proc.is_running():  # its number is another process's now
+                return
+            for sig in (signal.SIGTERM, signal.SIGKILL):
+                try:
+                    signal.pidfd_send_signal(fd, sig)
+                except (ProcessLookupError, PermissionError):
+                    return
+                if select.select([fd], [], [], timeout)[0]:  # readable: it exited (all its threads)
+                    try:
+                        os.waitpid(proc.pid, os.WNOHANG)  # our child: reap it
+                    except ChildProcessError:
+                        pass
+                    return
+        finally:
+            os.close(fd)
 
     @staticmethod
     def _stop_pid(pid, timeout=10):
-        if not pid:
-            return
+        """_stop for the process that has number `pid` now (one checked just before)."""
         try:
-            os.kill(pid, signal.SIGTERM)
-        except (ProcessLookupError, PermissionError):  # gone, or (its number reused) not ours
-            return
-        deadline = time.time() + timeout
-        while time.time() < deadline:
-            try:
-                os.waitpid(pid, os.WNOHANG)  # our child: reap it
-            except ChildProcessError:
-                pass
-            if not Path(f"/proc/{pid}").exists() or _zombie(pid):
-                return
-            time.sleep(0.02)
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
+            Cluster._stop(psutil.Process(pid) if pid else None, timeout)
+        except psutil.Error:
             pass
 
     def stop(self):
         """Stop the keeper, the proxy and every node (no save: see the module's docstring)."""
         self.stop_keeper()
-        self._stop_pid(self.proxy_pid())
-        for pid in self.server_pids():
-            self._stop_pid(pid)
+        self._stop(self._proxy())
+        for i in range(len(self.node_ports())):
+            self._stop(self._server(i))
 
     # --- measurements ------------------------------------------------------------
     def rtt_ms(self, samples=21):

@@ -11,18 +11,28 @@ Everything is made inside namespaces this project creates (the bridge too, in a 
 namespace), named imgstore-PID-..., so nothing of the machine's own network changes and the
 addresses are reachable from these hosts only. Leaving the `with` stops the processes started
 there and removes the namespaces; a start first removes what an owner that died left (its
-processes too: `ip netns pids`), so a SIGKILLed run leaves nothing behind for long. Needs root.
+processes too: `ip netns pids`), so a SIGKILLed run leaves nothing behind for long. Only
+namespaces provably abandoned by this project are removed: their creator wrote a marker
+(MARKERS/NAME: the namespace, its owner's pid and start time, its pid namespace) before making
+them, and that owner no longer runs. A namespace of this name without such a marker (a
+container's sharing /run/netns, one made from another pid namespace) is left, and said so once.
+Needs root.
 """
+import json
 import os
 import signal
 import subprocess
+import sys
 import time
+from pathlib import Path
 
+from data_prep.redis_cluster import process_id
 from experiments import training
 
 PREFIX = "imgstore-"
 SUBNET = "10.213.0"   # /24 inside the switch namespace: servers .1 up, clients .101 up
 BRIDGE = "br0"
+MARKERS = Path("/run/imgstore-hosts")  # tmpfs, as /run/netns: gone with the namespaces at a reboot
 
 
 def _ip(*args, check=True):
@@ -59,31 +69,90 @@ def _owner(name):
         return None
 
 
-def _alive(pid):
+def _pid_namespace():
+    return os.readlink("/proc/self/ns/pid")
+
+
+def _markers():
+    """MARKERS, made if missing; refused unless it is a folder of this user's that no one else
+    can write to (its files vouch for namespaces that remove_abandoned removes)."""
+    MARKERS.mkdir(mode=0o700, exist_ok=True)
+    st = MARKERS.lstat()
+    if not MARKERS.is_dir() or MARKERS.is_symlink() or st.st_uid != os.getuid() or st.st_mode & 0o022:
+        raise HostsError(f"{MARKERS} is not a folder of uid {os.getuid()}'s that only it can write to: "
+                         "remove it (namespaces are marked as this project's there)")
+    return MARKERS
+
+
+def _mark(name, owner=None):
+    """Notes, before the namespace `name` is made, that `owner` ([pid, start]; default this
+    process) makes it and stops it."""
+    marker = _markers() / name
+    tmp = marker.with_name(f".{name}.partial")
+    tmp.write_text(json.dumps({"namespace": name, "owner": owner or process_id(os.getpid()),
+                               "pid_namespace": _pid_namespace()}) + "\n")
+    tmp.replace(marker)
+
+
+def _marker(name):
+    """What the marker of namespace `name` says ({"namespace", "owner", "pid_namespace"}), or
+    None without one of this user's."""
+    path = MARKERS / name
     try:
-        os.kill(pid, 0)
-        return True
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
+        st = path.lstat()
+        if not path.is_file() or path.is_symlink() or st.st_uid != os.getuid() or MARKERS.lstat().st_uid != os.getuid():
+            return None
+        marker = json.loads(path.read_text())
+        pid, started = marker["owner"]
+        whole = marker["namespace"] == name and isinstance(marker["pid_namespace"], str)
+        return marker if whole and isinstance(pid, int) and isinstance(started, int) else None
+    except (OSError, ValueError, AttributeError, KeyError, TypeError):
+        return None
+
+
+def _why_not_abandoned(name):
+    """None when namespace `name` is provably abandoned by this project (its marker's owner no
+    longer runs); else why it stays, in words."""
+    marker = _marker(name)
+    if marker is None:
+        return f"no marker of this project's says who made it ({MARKERS / name})"
+    if marker["pid_namespace"] != _pid_namespace():
+        return f"it was made from another pid namespace ({marker['pid_namespace']}), whose processes are not seen here"
+    if marker["owner"] == process_id(marker["owner"][0]):
+        return ""  # its owner runs: in use, nothing to say
+    return None
+
+
+_said = set()  # namespaces left, said once
 
 
 def remove(name):
-    """Stops every process inside the namespace, then deletes it (with its links)."""
+    """Stops every process inside the namespace, then deletes it (with its links) and its marker."""
     for pid in _ip("netns", "pids", name, check=False).split():
         try:
             os.kill(int(pid), signal.SIGKILL)
         except (ProcessLookupError, ValueError):
             pass
     _ip("netns", "del", name, check=False)
+    if _marker(name) is not None:
+        (MARKERS / name).unlink(missing_ok=True)
 
 
 def remove_abandoned():
-    """Removes the namespaces whose owner is no longer running; returns their names."""
-    gone = [n for n in namespaces() if (_owner(n) is None or not _alive(_owner(n))) and _owner(n) != os.getpid()]
-    for name in gone:
-        remove(name)
+    """Removes this project's namespaces whose owner no longer runs (a marker says whose they
+    are); returns their names. Those it cannot prove abandoned are left, said once on stderr."""
+    gone, present = [], namespaces()
+    for name in present:
+        why = _why_not_abandoned(name)
+        if why is None:
+            remove(name)
+            gone.append(name)
+        elif why and name not in _said:
+            _said.add(name)
+            print(f"left network namespace {name}: {why}", file=sys.stderr)
+    for marker in MARKERS.glob(f"{PREFIX}*") if MARKERS.is_dir() else []:  # of a namespace gone since
+        if marker.name not in present and _why_not_abandoned(marker.name) is None:
+            marker.unlink(missing_ok=True)
     return gone
 
 
@@ -138,7 +207,12 @@ class Hosts:
         return self
 
     def _add(self, name):
-        _ip("netns", "add", name)
+        _mark(name)
+        try:
+            _ip("netns", "add", name)
+        except HostsError:
+            (MARKERS / name).unlink(missing_ok=True)
+            raise
         self.made.append(name)
         _ip("-n", name, "link", "set", "lo", "up")
         return name

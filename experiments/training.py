@@ -22,13 +22,13 @@ class Stalled(RuntimeError):
     pass
 
 
-def child_setup(group=None):
-    """A preexec_fn: the child gets SIGKILL when the thread that started it exits (so a
+def child_setup(group=None, death_signal=signal.SIGKILL):
+    """A preexec_fn: the child gets `death_signal` when the thread that started it exits (so a
     run.py killed with SIGKILL leaves nothing training), then enters `group` (a cgroup)."""
     parent = os.getpid()
 
     def setup():
-        _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        _prctl(PR_SET_PDEATHSIG, death_signal)
         if os.getppid() != parent:  # the parent died before the line above
             os._exit(1)
         if group:

@@ -142,7 +142,7 @@ def test_training_that_stalls_is_stopped_with_an_error_naming_its_log(tmp_path):
         train_all([(["sleep", "60"], tmp_path / "run")], dict(os.environ), None,
                   Progress(tmp_path / "run" / "caffe.log", 10, 1, enabled=False), stall_seconds=2)
     assert time.time() - started < 10
-    assert not [p for p in psutil.process_iter(["cmdline"]) if p.info["cmdline"] == ["sleep", "60"]]
+    assert not [p for p in psutil.Process().children(recursive=True) if p.cmdline() == ["sleep", "60"]]
 
 
 def test_the_run_lock_is_the_users_own(tmp_path, monkeypatch):

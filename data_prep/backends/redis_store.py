@@ -407,6 +407,8 @@ class RedisClusterLocation(locations.Location):
             return self._set_cache(state, cold_fallback)
 
     def _set_cache(self, state, cold_fallback):
+        if not self.cluster.external:
+            self.cluster.stop_leftovers()  # what a killed owner left running is no one's: not a cluster found
         if self.cluster.running():
             self.found = (self.cluster.rtt_asked_ms(),)
         if state == "cold":
@@ -415,11 +417,11 @@ class RedisClusterLocation(locations.Location):
                      if (d / "dump.rdb").exists()]
             dropped = cache.make_state("cold", dumps, cold_fallback)
             t = time.time()
-            self.started = self.cluster.start(self.rtt_ms)
+            self.started = self.cluster.start(self.rtt_ms, stops_with_caller=self.found is None)
             self.load_seconds = round(time.time() - t, 3)
             how = f"servers restarted from their RDB files after {dropped}"
         else:
-            self.started = self.cluster.start(self.rtt_ms)
+            self.started = self.cluster.start(self.rtt_ms, stops_with_caller=self.found is None)
             for phase in ("train", "test"):
                 for _ in records(self.path, phase):
                     pass
