@@ -5,6 +5,8 @@ import os
 import sys
 from pathlib import Path
 
+from processes import process_id
+
 ROOT = Path(__file__).resolve().parent
 BUILD = ROOT / ".build"
 CAFFE = BUILD / "caffe"               # install prefix of the current Caffe build: bin/, lib/, python/
@@ -174,11 +176,9 @@ def check_not_swapped():
 
 
 def _process_token(pid):
-    """pid:start time (clock ticks since boot): a process, not just its number, which the kernel reuses."""
-    try:
-        return f"{pid}:{Path(f'/proc/{pid}/stat').read_text().rsplit(')', 1)[1].split()[19]}"
-    except (OSError, IndexError):
-        return None
+    """pid:start time: a process, not just its number, which the kernel reuses."""
+    found = process_id(pid)
+    return f"{found[0]}:{found[1]}" if found else None
 
 
 def _point_at(install, key_text):

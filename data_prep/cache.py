@@ -13,7 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from experiments.training import child_setup
+from processes import child_setup
 
 _libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
 _libc.mmap.restype = ctypes.c_void_p

@@ -54,7 +54,7 @@ sys.path.insert(0, str(ROOT))
 import toolchain  # noqa: E402
 from data_prep.errors import SourceError  # noqa: E402
 from data_prep.options import parse_ms  # noqa: E402
-from experiments.training import child_setup  # noqa: E402
+from processes import child_setup, process_id, started as _started  # noqa: E402
 
 REDIS_LOG = re.compile(r"^\d+:[A-Z] (\d+ \w+ \d+ [\d:.]+) . (.*)$")  # 1234:M 24 Nov 2026 07:01:08.292 # text
 FAILOVER_LINES = {"failing": re.compile(r"^Marking node \S+ as failing \(quorum reached\)"),
@@ -81,21 +81,6 @@ def password():
         os.environ[PASSWORD_ENV] = secrets.token_hex(16)
         _MADE_HERE.append(os.environ[PASSWORD_ENV])
     return os.environ[PASSWORD_ENV]
-
-
-def _started(pid):
-    """When process `pid` started, in clock ticks after boot (/proc/PID/stat): with the pid it
-    names one process for the machine's uptime, whatever the wall clock does meanwhile."""
-    with open(f"/proc/{pid}/stat") as f:
-        return int(f.read().rsplit(")", 1)[1].split()[19])
-
-
-def process_id(pid):
-    """(pid, start time) of a live process: the same pair later means the same process."""
-    try:
-        return [pid, _started(pid)]
-    except (OSError, ValueError, IndexError):
-        return None
 
 
 def _write_pid_file(path, pid, *words):

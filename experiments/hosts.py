@@ -26,7 +26,7 @@ import sys
 import time
 from pathlib import Path
 
-from data_prep.redis_cluster import process_id
+from processes import process_id
 from experiments import training
 
 PREFIX = "imgstore-"

@@ -2,38 +2,21 @@
 CPU, their reads at each phase the log shows) until they exit, with a progress line. They
 die with the process that started them (a killed run.py leaves none training), and a run whose
 processes all make no progress (no log line, no CPU) for STALL_SECONDS is stopped."""
-import ctypes
 import os
-import signal
 import subprocess
 import sys
 import time
 
 from experiments import caffe_log, proctrack
+from processes import child_setup  # noqa: F401 (runner and hosts take it from here too)
 
 # A stopped or deadlocked solver shows neither; a cold test pass, which logs nothing for
 # minutes, still uses CPU for every record it reads.
 STALL_SECONDS = float(os.environ.get("IMGSTORE_STALL_SECONDS", "600"))
-PR_SET_PDEATHSIG = 1
-_prctl = ctypes.CDLL(None, use_errno=True).prctl  # looked up here: a forked child must not load anything
 
 
 class Stalled(RuntimeError):
     pass
-
-
-def child_setup(group=None, death_signal=signal.SIGKILL):
-    """A preexec_fn: the child gets `death_signal` when the thread that started it exits (so a
-    run.py killed with SIGKILL leaves nothing training), then enters `group` (a cgroup)."""
-    parent = os.getpid()
-
-    def setup():
-        _prctl(PR_SET_PDEATHSIG, death_signal)
-        if os.getppid() != parent:  # the parent died before the line above
-            os._exit(1)
-        if group:
-            group.enter()
-    return setup
 
 
 class Training:
