@@ -38,8 +38,8 @@ def measure_with(binary, cluster, net, records, rtt):
     compiled = toolchain.delay_proxy
     toolchain.delay_proxy = lambda: binary
     try:
-        cluster.start(None)  # the running proxy stopped, whichever build it was
-        cluster.start(rtt)
+        cluster.start(None, stops_with_caller=True)  # the running proxy stopped, whichever build it was
+        cluster.start(rtt, stops_with_caller=True)
     finally:
         toolchain.delay_proxy = compiled
     proxy = [cluster.proxy_pid()]

@@ -43,7 +43,7 @@ CELLS = (("keeper", None), ("keeper", "rtt"), ("redis", None))
 
 
 def one_round(cluster, location, net, keeper, rtt, victim_index, before):
-    cluster.start(rtt)  # whole again, reached as asked, the keeper running
+    cluster.start(rtt, stops_with_caller=True)  # whole again, reached as asked, the keeper running
     if keeper == "redis":
         cluster.stop_keeper()
     victim = cluster.masters_ports()[victim_index % cluster.count]  # through the proxy: its port

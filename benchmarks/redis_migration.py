@@ -100,7 +100,7 @@ def own_cluster(dataset, count, port, prefix, replicas=0):
     os.environ[redis_cluster.PORT_ENV] = str(port)  # where data_prep's writer finds this cluster
     cluster = redis_cluster.Cluster(root / redis_store.CLUSTER_FOLDER, port=port, replicas=replicas)
     try:
-        cluster.start()
+        cluster.start(stops_with_caller=True)
         build.prepare(dataset, ["redis"], root, count=count, log=lambda m: print(m, file=sys.stderr))
         yield root, cluster
     finally:
@@ -161,7 +161,7 @@ def redirections(cluster):
 
 
 def one_round(cluster, net, prefix, rtt, slots, to_node, before):
-    cluster.start(rtt)
+    cluster.start(rtt, stops_with_caller=True)
     measured = cluster.rtt_ms()
     moving = record_slots(cluster, prefix, to_node, slots)
     reader = Reader(net, before + 3.0)

@@ -174,13 +174,13 @@ def main(argv=None):
                 cells[f"{name}/raw/lmdb"], _ = measure(net_file(tmp / "net.prototxt", a.data, cluster, None, ds, 0,
                                                                 False, lmdb), a.seconds)
                 print(f"{name}/raw/lmdb {cells[f'{name}/raw/lmdb']:,.0f} images/s", file=sys.stderr, flush=True)
-            cluster.start()
+            cluster.start(stops_with_caller=True)
             prefixes = {"raw": redis_store.prefix_for(name, "train")}
             if "png" in a.encodings.split(","):
                 copied.append(name)  # removed after on a cluster you run, even if cut short
                 prefixes["png"] = png_copy(cluster, name)
             for rtt, leg in [(None, legs[0])] + reaches(rtts, legs):
-                clusters[leg].start(rtt)
+                clusters[leg].start(rtt, stops_with_caller=True)
                 reach = rtt_label(rtt, leg, legs)
                 measured_rtt[reach] = clusters[leg].rtt_ms()
                 for enc, prefix in prefixes.items():

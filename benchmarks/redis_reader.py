@@ -77,7 +77,7 @@ def process_cpu(pids):
 
 
 def measure_cell(cluster, net, cell, records, rtt):
-    cluster.start(None if cell == "lmdb" or cell.startswith("direct") else rtt)
+    cluster.start(None if cell == "lmdb" or cell.startswith("direct") else rtt, stops_with_caller=True)
     return measure(net, records, cluster)
 
 
