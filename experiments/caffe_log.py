@@ -20,6 +20,8 @@ RING_JOINED = re.compile(r"lmdb_read SHARED (\S+): joined ring (\S+) \((\d+) byt
 RING_LEFT = re.compile(r"lmdb_read SHARED (\S+): left ring \S+; the ring took (\d+) records from the file for all "
                        r"solvers, (\d+) writer takeovers")
 RING_WRITER = re.compile(r"lmdb_read SHARED (\S+): this solver \(pid \d+\) writes the ring now")
+RING_SKIPPED = re.compile(r"lmdb_read SHARED (\S+): this solver \(pid \d+\) kept the others waiting for \d+ s "
+                          r"and was left behind; it skips (\d+) records")
 SETTING = re.compile(r"^(max_iter|display|test_iter|test_interval): (\d+)\s*$")
 
 
@@ -88,7 +90,8 @@ def parse(text):
 def shared_rings(text):
     """Each lmdb_read SHARED ring the solver read (one per database): its memory, the solvers
     on it and the record where this one joined, and, once it left, how many records the ring
-    took from the file for all solvers and how often its writer changed."""
+    took from the file for all solvers and how often its writer changed; records_skipped: how
+    many records this solver skipped, left behind by the ring (it kept the others waiting)."""
     rings = {}
     for line in text.splitlines():
         m = RING_JOINED.search(line)
@@ -96,14 +99,25 @@ def shared_rings(text):
             rings[m.group(1)] = {"database": m.group(1), "ring": m.group(2), "ring_bytes": int(m.group(3)),
                                  "table_bytes": int(m.group(4)), "solvers_at_join": int(m.group(5)),
                                  "joined_at_record": int(m.group(6)), "joined_at_pass": int(m.group(7)),
-                                 "records_written": None, "takeovers": None, "took_over_writing": 0}
+                                 "records_written": None, "takeovers": None, "took_over_writing": 0,
+                                 "records_skipped": 0}
         m = RING_LEFT.search(line)
         if m and m.group(1) in rings:
             rings[m.group(1)].update(records_written=int(m.group(2)), takeovers=int(m.group(3)))
         m = RING_WRITER.search(line)
         if m and m.group(1) in rings:
             rings[m.group(1)]["took_over_writing"] += 1
+        m = RING_SKIPPED.search(line)
+        if m and m.group(1) in rings:
+            rings[m.group(1)]["records_skipped"] += int(m.group(2))
     return list(rings.values())
+
+
+def records_skipped(text):
+    """How many records the solver skipped in all, left behind by its lmdb_read SHARED rings;
+    None when it read no shared ring."""
+    skips = [int(m.group(2)) for m in RING_SKIPPED.finditer(text)]
+    return sum(skips) if skips or RING_JOINED.search(text) else None
 
 
 def _seconds(a, b):

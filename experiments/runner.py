@@ -428,6 +428,7 @@ def _record(run, run_id, training, shared, concurrent):
         test_accuracy=parsed["test_accuracy"], test_loss=parsed["test_loss"], test_iteration=parsed["test_iteration"],
         first_loss=parsed["first_loss"], final_loss=parsed["final_loss"],
         au=au, concurrent=concurrent, shared_rings=caffe_log.shared_rings(log_text) or None,
+        records_skipped=caffe_log.records_skipped(log_text),
         command=training.cmd, process=training.process,
         run_dir=str(run_dir.relative_to(spec.results)), finished=time.strftime("%Y-%m-%dT%H:%M:%S"))
     append(Path(spec.results) / shared["dataset"] / "records.jsonl", record)
@@ -441,7 +442,10 @@ def _report(run, record, training, parsed, au, concurrent):
     room_text = (f", train data {over:.1f}x the {record.cache_room_bytes() / 2**30:.2f} GiB the memory limit "
                  "leaves for the page cache" if over >= 1 else "")
     who = f"  solver {concurrent['member']}:" if concurrent else " "
-    run.log(f"{who} {record.status}: {training.wall:.1f} s wall, start-up {record.startup_seconds} s, solver "
+    status = record.status
+    if record.ok and record.records_skipped:
+        status += f", but skipped {record.records_skipped} records (left behind by the shared ring)"
+    run.log(f"{who} {status}: {training.wall:.1f} s wall, start-up {record.startup_seconds} s, solver "
             f"{parsed['solver_seconds']} s{au_text}, {_accuracy_words(run.compute, parsed)}{room_text}")
     limited = record.what_limited(run.backend.layer) if record.ok else None
     if limited:

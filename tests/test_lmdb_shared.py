@@ -2,8 +2,9 @@
 one reader per host fills a ring in /dev/shm that every solver's Data layer reads. Alone, a
 solver sees the stock cursor's sequence; several at once each see every record once per pass,
 in the stock order from where they joined, while the file is read about once for all of them;
-a solver killed (the writer among them) does not stop the others; the ring's file goes with
-the last solver."""
+a solver killed (the writer among them) does not stop the others; one that stops reading is
+left behind and its record says how many records it skipped; a group stopped together and
+continued goes on as before; the ring's file goes with the last solver."""
 import glob
 import hashlib
 import json
@@ -12,6 +13,7 @@ import re
 import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -167,11 +169,48 @@ def test_a_solver_that_stops_reading_is_left_behind_not_waited_for_for_ever(data
     busy_log, idle_log = finish(busy), finish(idle)
     assert_stock_order_from_where_it_joined(seen, stock)
     assert f"the solver with pid {idle.pid} took no record for 1" in busy_log + idle_log
-    m = re.search(r"was left behind; it skips (\d+) records", idle_log)
-    assert m and int(m.group(1)) > 0
+    skips = [int(n) for n in re.findall(r"was left behind; it skips (\d+) records", idle_log)]
+    assert skips and skips[0] > 0
+    from experiments import caffe_log
+    ring, = caffe_log.shared_rings(idle_log)  # what its record holds
+    assert ring["records_skipped"] == sum(skips) == caffe_log.records_skipped(idle_log)
     assert len(later) == 200 and len(set(later)) == count  # still whole passes in stock order from there
     tail = later[-count:]
     assert_stock_order_from_where_it_joined(tail, stock)
+
+
+def test_solvers_stopped_together_and_continued_go_on_as_if_never_stopped(databases, tmp_path):
+    """A group stopped at once (Ctrl-Z, SIGSTOP of every solver, a frozen cgroup) for longer than
+    the ring's limits (10 s left behind, 20 s no record written) and continued: none is left
+    behind, none stops, each reads every record once, in order. Stopped where those limits
+    judge: one solver waits for records, the writer for room, the other holds the oldest."""
+    name, batch = "imagenet", 5
+    count = SIZES[name][3]
+    stock = sequence(net_file(tmp_path / "mmap.prototxt", databases[name], batch), count // batch)
+    net = net_file(tmp_path / "s.prototxt", databases[name], batch, lmdb_read="shared", lmdb_shared_mb=2,
+                   lmdb_read_kb=256, lmdb_ahead_mb=1)
+    slow, fast = driver(net), driver(net)
+    group = [slow, fast]
+    fast.stdin.write("40\n")  # 200 records: it soon waits for the slow one, which reads none yet
+    fast.stdin.flush()
+    time.sleep(2)
+    for p in group:
+        os.kill(p.pid, signal.SIGSTOP)
+    time.sleep(30)
+    for p in group:
+        os.kill(p.pid, signal.SIGCONT)
+    slow.stdin.write("40\n")
+    slow.stdin.flush()
+    lines = [p.stdout.readline() for p in group]
+    for p, line in zip(group, lines):
+        assert line, p.stderr.read()[-3000:]  # it stopped: "writes nothing", say
+    logs = [finish(p) for p in group]
+    for seen in map(json.loads, lines):
+        assert len(seen) == 200
+        assert_stock_order_from_where_it_joined(seen, stock)  # no record skipped
+    assert not any("left behind" in log for log in logs), logs
+    stopped = re.search(r"was stopped for (\d+) s while it waited for records; not counted", logs[1])
+    assert stopped and 25 <= int(stopped.group(1)) <= 40, logs[1][-3000:]  # stopped where it matters
 
 
 def test_a_ring_too_small_for_a_record_is_an_error_naming_it(databases, tmp_path):

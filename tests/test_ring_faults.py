@@ -5,14 +5,17 @@ Data layer reads (0019), each with real processes and files:
   from the record after the last one published, no record twice, none skipped;
 - a ring left half made (its maker killed before setting it up) is made again at once;
 - a file at the ring's name made by another user, or a symbolic link there, is refused;
-- a writer that stops (SIGSTOP) stops the others with an error naming it, not a hang;
+- a writer that stops (SIGSTOP) while the others run stops them with an error naming it and
+  saying it is stopped, not a hang, even when it stopped holding the ring's lock;
 - a record cut short, or whose data does not fill its shape, is an error naming its key.
 
 The ring's reader here is tests/native/ring_faults.cpp: Caffe's own ring code compiled with
 CAFFE_RING_FAULT hooks that end the process at an exact point, as a kill there would.
 """
 import os
+import re
 import signal
+import stat
 import subprocess
 import time
 from pathlib import Path
@@ -128,7 +131,8 @@ def as_nobody():
 
 
 def test_a_ring_made_by_another_user_is_refused(ring_reader, database, no_ring_left):
-    os.chmod(no_ring_left.parent, os.stat(no_ring_left.parent).st_mode)  # /dev/shm: sticky, world-writable
+    shm_mode = os.stat(no_ring_left.parent).st_mode  # what lets another user put a file at the name
+    assert shm_mode & (stat.S_ISVTX | 0o777) == stat.S_ISVTX | 0o777, oct(shm_mode)
     made = subprocess.run(["sh", "-c", f"head -c 1048576 /dev/zero > {no_ring_left}; chmod 666 {no_ring_left}"],
                           preexec_fn=as_nobody, capture_output=True, text=True)
     assert made.returncode == 0, made.stderr
@@ -157,12 +161,38 @@ def test_a_stopped_writer_stops_the_others_with_an_error_not_a_hang(ring_reader,
         started = time.time()
         reader = read(ring_reader, database, 100 * RECORDS, timeout=90)
         assert reader.returncode != 0
-        assert f"its writer, pid {writer.pid}, holds the ring but writes nothing" in reader.stderr, \
-            reader.stderr[-2000:]
+        assert (f"its writer, pid {writer.pid}, holds the ring but writes nothing: it is stopped (state T"
+                in reader.stderr), reader.stderr[-2000:]
         assert 15 < time.time() - started < 60
     finally:
         writer.kill()
         writer.wait()
+
+
+def test_a_solver_stopped_holding_the_rings_lock_stops_the_others_with_an_error_not_a_hang(ring_reader, database):
+    """The writer stops (SIGSTOP) inside its locked section, as Ctrl-Z of it alone could: another
+    solver waiting for the ring's lock stops after 20 s of waiting, naming it."""
+    env = dict(os.environ, GLOG_logtostderr="1", GLOG_minloglevel="0", CAFFE_RING_FAULT="write-locked:20:stop")
+    writer = subprocess.Popen([str(ring_reader), str(database), str(100 * RECORDS)], env=env,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.time() + 30
+        while process_state(writer.pid) != "T":  # stopped by its fault hook, holding the lock
+            assert writer.poll() is None and time.time() < deadline
+            time.sleep(0.05)
+        started = time.time()
+        reader = read(ring_reader, database, 10, timeout=90)
+        assert reader.returncode != 0
+        assert re.search(r"the lock of ring \S+ held for 2\d s while this solver \(pid \d+\) waited for it; its "
+                         rf"holder is pid {writer.pid}: it is stopped \(state T", reader.stderr), reader.stderr[-2000:]
+        assert 15 < time.time() - started < 60
+    finally:
+        writer.kill()
+        writer.wait()
+
+
+def process_state(pid):
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
 
 
 def test_solvers_joining_as_the_last_leaves_never_unlink_a_ring_in_use(ring_reader, database, no_ring_left):
@@ -220,7 +250,13 @@ def test_a_damaged_record_stops_the_data_layer_naming_its_key(tmp_path, damage, 
 
 
 def test_undamaged_records_train_as_before(tmp_path):
+    """The checks that stop the layer at a damaged record pass every whole one, as it is."""
+    import caffe
     db = datum_db(tmp_path / "db", [good_datum(i).SerializeToString() for i in range(8)])
-    out, err = net_process(net_file(tmp_path / "net.prototxt", db, 4), 3).communicate("go\n", timeout=120)
-    assert "done" in out, err[-2000:]
-    assert np.frombuffer(bytes(range(16)), np.uint8).sum() == 120  # the data the records hold
+    net = caffe.Net(str(net_file(tmp_path / "net.prototxt", db, 4)), caffe.TEST)
+    labels = []
+    for _ in range(3):  # 12 records: one pass and the first half again
+        net.forward()
+        assert (net.blobs["data"].data == np.arange(16, dtype=np.float32).reshape(1, 1, 4, 4)).all()
+        labels += net.blobs["label"].data.tolist()
+    assert labels == [0, 1, 2, 3, 4, 5, 6, 7, 0, 1, 2, 3]

@@ -1,12 +1,15 @@
 """LMDB (B+tree, memory-mapped) holding Datum records; read by Caffe's Data layer."""
 import os
+import pwd
+import re
+import stat
+import sys
 from pathlib import Path
 
 import lmdb
 
 from data_prep.backends import Backend, register
 from data_prep.backends import datum
-from data_prep.errors import SourceError
 from data_prep.options import Option
 
 MAP_SIZE = 1 << 40  # address space only: the file grows with the data, as in Caffe's db_lmdb
@@ -62,22 +65,27 @@ class LMDBBackend(datum.DatumBackend, Backend):
     def remove_leftovers(self):
         """Every ring of this user's in /dev/shm that no process holds (its solvers died, the
         last before it could remove it), of this artifact's data.mdb or of any other, a file
-        replaced since among them: each would otherwise keep its memory from the page cache."""
+        replaced since among them: each would otherwise keep its memory from the page cache.
+        A file there under this user's ring name that another user owns is left (said once);
+        nothing here stops the run."""
         removed = []
         for ring in unused_rings():
             try:
-                ring.unlink()
+                ring.unlink()  # /dev/shm is sticky: no other user can have put a file at this name since
                 removed.append(ring)
             except FileNotFoundError:
                 pass
-            except PermissionError as e:
-                raise SourceError(f"{ring}: a ring left in /dev/shm that this user cannot remove ({e.strerror}; "
-                                  f"owned by uid {ring.stat().st_uid}): remove it as its owner or root") from None
+            except OSError as e:
+                _say_once(ring, f"{ring}: a ring left in /dev/shm that could not be removed ({e.strerror}); "
+                                "it keeps its memory until it is")
         return removed
 
 
 SHM = Path("/dev/shm")
 RING_PREFIX = "caffe-lmdb-shared-"
+# caffe/patches/0015: UID-DEVICE-INODE-SIZE-MTIME, the mtime in seconds.nanoseconds
+RING_NAME = re.compile(re.escape(RING_PREFIX) + r"\d+-\d+-\d+-\d+-\d+\.\d+")
+_said = set()  # what a leftover pass said it left, once per process
 
 
 def shared_rings(data_mdb):
@@ -89,10 +97,41 @@ def shared_rings(data_mdb):
 
 def unused_rings():
     """This user's rings that no process holds a lock on: a live solver always holds one (its
-    place among the ring's readers, or, while it makes the ring, the set-up byte)."""
+    place among the ring's readers, or, while it makes the ring, the set-up byte). Only a
+    regular file, not a link, named as Caffe names a ring of this uid and owned by this
+    process's effective user: the names are known to every user of the host, and a file
+    another user put there is theirs (it is left, said once)."""
     locked = locked_inodes()
-    return sorted(ring for ring in SHM.glob(f"{RING_PREFIX}{os.getuid()}-*")
-                  if ring.is_file() and not ring.is_symlink() and ring.stat().st_ino not in locked)
+    rings = []
+    for path in SHM.glob(f"{RING_PREFIX}{os.getuid()}-*"):
+        if not RING_NAME.fullmatch(path.name):
+            continue
+        try:
+            st = path.lstat()
+        except FileNotFoundError:  # its last solver removed it meanwhile
+            continue
+        if st.st_uid != os.geteuid():
+            _say_once(path, f"{path}: left in place, not a ring of this user's: it is owned by {_user(st.st_uid)}")
+        elif stat.S_ISREG(st.st_mode) and st.st_ino not in locked:
+            rings.append(path)
+    return sorted(rings)
+
+
+def _user(uid):
+    try:
+        return f"uid {uid} ({pwd.getpwuid(uid).pw_name})"
+    except KeyError:
+        return f"uid {uid}"
+
+
+def _say_once(path, message):
+    try:
+        key = (str(path), path.lstat().st_ino)
+    except OSError:
+        key = (str(path), None)
+    if key not in _said:
+        _said.add(key)
+        print(message, file=sys.stderr, flush=True)
 
 
 def locked_inodes():
