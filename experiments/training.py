@@ -48,18 +48,20 @@ class Training:
         return True
 
     def note_progress(self):
-        """Notes when its log or its CPU time last changed (the stall limit's clock)."""
+        """Notes when its log or its CPU time last changed (the stall limit's clock). A process
+        stopped by a signal (Ctrl-Z, SIGSTOP, state T) is paused, not stalled: its clock waits."""
         try:
-            mark = ((self.run_dir / "caffe.log").stat().st_size, sum(self.proc_cpu_seconds()))
+            state, cpu = self._state_and_cpu()
+            mark = ((self.run_dir / "caffe.log").stat().st_size, cpu)
         except OSError:
             return
-        if mark != self._progress_mark:
+        if mark != self._progress_mark or state == "T":
             self._progress_mark, self.progress_at = mark, time.time()
 
-    def proc_cpu_seconds(self):
+    def _state_and_cpu(self):
         with open(f"/proc/{self.proc.pid}/stat") as f:
             fields = f.read().rsplit(")", 1)[1].split()
-        return int(fields[11]), int(fields[12])
+        return fields[0], int(fields[11]) + int(fields[12])
 
     def _mark_phases(self):
         if "training" in self.reads_at:
@@ -117,8 +119,8 @@ def _check_stall(running, stall_seconds):
         t.note_progress()
     quiet = time.time() - max(t.progress_at for t in running)
     if quiet >= stall_seconds:
-        raise Stalled(f"no training process wrote a log line or used CPU for {quiet:.0f} s (stopped or "
-                      f"deadlocked?): stopped them all; logs: {', '.join(str(t.run_dir / 'caffe.log') for t in running)}"
+        raise Stalled(f"no training process wrote a log line or used CPU for {quiet:.0f} s (deadlocked, or "
+                      f"waiting on something that never comes?): stopped them all; logs: {', '.join(str(t.run_dir / 'caffe.log') for t in running)}"
                       f" (IMGSTORE_STALL_SECONDS sets the limit, {stall_seconds:g} s)")
 
 

@@ -145,6 +145,25 @@ def test_training_that_stalls_is_stopped_with_an_error_naming_its_log(tmp_path):
     assert not [p for p in psutil.Process().children(recursive=True) if p.cmdline() == ["sleep", "60"]]
 
 
+def test_training_paused_longer_than_the_stall_limit_is_not_stopped(tmp_path):
+    """A process stopped by a signal (Ctrl-Z, SIGSTOP) is the user's pause, not a stall: once
+    continued, it finishes."""
+    import threading
+    from experiments.training import Progress, train_all
+    (tmp_path / "run").mkdir()
+    pausing = ["sh", "-c", "sleep 0.5; kill -STOP $$; exit 0"]  # quiet, then stopped by itself
+
+    def continue_it_later():
+        time.sleep(5)
+        for p in psutil.Process().children(recursive=True):
+            if p.cmdline() == pausing:
+                p.send_signal(signal.SIGCONT)
+    threading.Thread(target=continue_it_later, daemon=True).start()
+    [done] = train_all([(pausing, tmp_path / "run")], dict(os.environ), None,
+                       Progress(tmp_path / "run" / "caffe.log", 10, 1, enabled=False), stall_seconds=2)
+    assert done.returncode == 0 and done.wall >= 4
+
+
 def test_the_run_lock_is_the_users_own(tmp_path, monkeypatch):
     from experiments import runner
     lock = tmp_path / "run.lock"
