@@ -229,10 +229,13 @@ class _Writer(datum.BatchWriter):
         after it acknowledges)."""
         if not self.cluster.replicas:
             return
-        acks = self.client.execute_command("WAIT", self.cluster.replicas, timeout_ms,
-                                           target_nodes=self.client.get_primaries())
-        acks = acks if isinstance(acks, dict) else {"the master": acks}
-        behind = {str(n): a for n, a in acks.items() if a < self.cluster.replicas}
+        # one WAIT per master: redis-py's cluster client sums WAIT's replies over its target nodes,
+        # so a master whose replica is behind would pass on the others' acknowledgements
+        behind = {}
+        for node in self.client.get_primaries():
+            acks = self.client.get_redis_connection(node).execute_command("WAIT", self.cluster.replicas, timeout_ms)
+            if acks < self.cluster.replicas:
+                behind[node.name] = acks
         if behind:
             raise SourceError(f"Redis cluster under {self.cluster.root}: writing {self.prefix}, masters "
                               f"{', '.join(behind)} had their writes on fewer than {self.cluster.replicas} replicas "
