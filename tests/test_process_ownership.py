@@ -130,7 +130,7 @@ def test_a_node_slow_to_start_listening_is_waited_for(tmp_path, monkeypatch):
 
 def test_a_node_that_exits_at_its_start_is_named(tmp_path, monkeypatch):
     from data_prep.redis_cluster import Cluster, ClusterError
-    folder = slow_redis_server(tmp_path / "bin", "sleep 1; echo 'bad config line' > redis.log; exit 3")
+    folder = slow_redis_server(tmp_path / "bin", "sleep 1; exit 3")
     monkeypatch.setenv("PATH", f"{folder}{os.pathsep}{os.environ['PATH']}")
     c = Cluster(tmp_path / "redis-cluster", port=SLOW_PORT, nodes=1)
     with pytest.raises(ClusterError, match=rf"redis-server node 0 \(127.0.0.1:{SLOW_PORT}\) exited"):
