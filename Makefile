@@ -68,7 +68,7 @@ data-deps:
 
 setup: caffe data-deps
 
-test: setup
+test: setup peers
 	@$(PY) -m pytest tests --durations=25
 
 redis-start: setup
