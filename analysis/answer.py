@@ -57,10 +57,10 @@ def capacity_answers():
         dataset, setup, backend, cache = key
         if "emulated h100" in setup and CAPACITY_SETUP.get(dataset) == setup[2]:
             n = capacity.largest_n(by_n, lost_at.get(key, ()))[0]
-            at = [r for r in records if r.ok and capacity.curve_of(r) == key and capacity.solvers(r) in (n, n + 1)]
-            missed = next((r.cache_state for r in at if r.cache_state != cache), None)
-            found[(dataset, backend, cache)] = (n, capacity.bracketed(by_n, lost_at.get(key, ())), missed,
-                                                capacity.few_runs(by_n.get(n), by_n.get(n + 1)))
+            mine = [r for r in records if capacity.curve_of(r) == key]
+            found[(dataset, backend, cache)] = (n, capacity.bracketed(by_n, lost_at.get(key, ())),
+                                                capacity.few_runs(by_n.get(n), by_n.get(n + 1))
+                                                + capacity.missed_state(mine, n))
     return found
 
 
@@ -118,8 +118,8 @@ def _missed(cell):
 def _feeds(cell):
     if not cell:
         return "-"
-    n, bracketed, missed, few = cell
-    return (str(n) if bracketed else f">= {n}") + few + (f" ({missed})" if missed else "")
+    n, bracketed, notes = cell
+    return (str(n) if bracketed else f">= {n}") + notes
 
 
 def table(found):
@@ -160,7 +160,8 @@ def _imagenet_memory():
 
 def _missed_note(found):
     """What "(partly warm)" in a cell means, where one is."""
-    if not any(c and c[-1] for r in found for c in r["seconds"] + r["au"] + r["feeds"]):
+    if not any(c and c[-1] for r in found for c in r["seconds"] + r["au"]) and \
+            not any(c and "partly warm" in c[-1] for r in found for c in r["feeds"]):
         return ""
     return (f" \"(partly warm)\": asked warm, but less than the {WARM_AT_LEAST:.0%} of the data a warm run needs was in "
             "the page cache before the clock (ImageNet at the paper's condition: its data is larger than the memory "

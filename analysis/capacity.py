@@ -448,7 +448,7 @@ def table(records):
         n, at, above = largest_n(by_n, lost_at.get(key, ()))
         mine = [r for r in records if curve_of(r) == key]
         rate = images_per_core_second(mine)
-        rows.append(f"| {dataset} | {' / '.join(setup)} | {backend} | {cache} | "
+        rows.append(f"| {dataset} | {' / '.join(setup)} | {backend} | {cache}{missed_state(mine, n)} | "
                     f"{n}{'' if bracketed(by_n, lost_at.get(key, ())) else ' (not bracketed)'} | {_cell(at)} | "
                     f"{_cell(above)} | "
                     f"{', '.join(map(str, sorted(by_n)))} | {f'{rate:,.0f}' if rate else '-'} | {_allows(mine)} |"
@@ -485,7 +485,7 @@ def compact(records, results=None):
                 cells += [(f"**{n}**" if bracketed(by_n, lost_here) else
                            f">= {n} (the largest N run)" if n == max(by_n) else f">= {n} ({n + 1} not run)")
                           + _lost_words(n + 1, lost_here, [r for r in mine if solvers(r) == n + 1], results)
-                          + probe_note(mine),
+                          + probe_note(mine) + missed_state(mine, n),
                           f"{_median(at)} / {_median(above)}" + few_runs(at, above)]
             if any(c != "-" for c in cells):
                 out.append(f"| {backend} | {' | '.join(cells)} | {', '.join(rates)} | {', '.join(allows)} | "
@@ -608,6 +608,13 @@ def au_text(au, digits=2):
 
 
 CONFIRM_RUNS = 3  # runs at N and at N + 1 that confirm an answer (benchmarks/capacity.py --confirm)
+
+
+def missed_state(records, n):
+    """' (partly warm)' where a run at N or N + 1 did not have the cache its curve asked for
+    (record.cache_state: a warm run holding less than WARM_AT_LEAST of its data), else ''."""
+    missed = sorted({r.cache_state for r in records if r.ok and solvers(r) in (n, n + 1) and r.cache_state != r.cache})
+    return f" ({', '.join(missed)})" if missed else ""
 
 
 def few_runs(at, above):
