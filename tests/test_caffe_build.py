@@ -70,8 +70,10 @@ DATA_PATH_TESTS = ":".join([
     "*DBTest*", "*IOTest*", "*DataTransformTest*"])
 
 
-def test_caffes_own_gtest_suite_passes_for_the_data_path():
-    p = run([str(ROOT / "caffe" / "build_gtest.sh"), f"--gtest_filter={DATA_PATH_TESTS}"])
+def test_caffes_own_gtest_suite_passes_for_the_data_path(tmp_path):
+    # Caffe's DB tests make folders in the temporary folder and leave them: keep them in the test's
+    p = run([str(ROOT / "caffe" / "build_gtest.sh"), f"--gtest_filter={DATA_PATH_TESTS}"],
+            env=dict(os.environ, TMPDIR=str(tmp_path)))
     summary = re.search(r"\[  PASSED  \] (\d+) tests?", p.stdout)
     assert summary and int(summary.group(1)) >= 100, p.stdout[-2000:]
     assert "FAILED" not in p.stdout
@@ -90,12 +92,7 @@ def test_a_cached_build_is_current_only_inside_using_build(tmp_path, monkeypatch
     """Two builds side by side: inside the block .build/caffe and its key name the other build,
     after it (an error included) the current one again; a key not in the cache is refused."""
     import pytest
-    cache, build = tmp_path / "cache", tmp_path / ".build"
-    for key in ("aaaa", "bbbb"):
-        (cache / f"build-{key}" / "install").mkdir(parents=True)
-    build.mkdir()
-    (build / "caffe").symlink_to(cache / "build-aaaa" / "install")
-    (build / "caffe.key").write_text("aaaa\n")
+    cache, build = _two_cached_builds(tmp_path)
     monkeypatch.setattr(toolchain, "BUILD_CACHE", cache)
     monkeypatch.setattr(toolchain, "CAFFE", build / "caffe")
     monkeypatch.setattr(toolchain, "CAFFE_KEY", build / "caffe.key")
@@ -111,14 +108,21 @@ def test_a_cached_build_is_current_only_inside_using_build(tmp_path, monkeypatch
             pass
 
 
-def _swap_build_env(tmp_path):
-    """A scratch .build with two cached builds, for a child process to swap in."""
+def _two_cached_builds(tmp_path):
+    """(cache, .build): cached builds aaaa and bbbb, aaaa the current one."""
     cache, build = tmp_path / "cache", tmp_path / ".build"
     for key in ("aaaa", "bbbb"):
         (cache / f"build-{key}" / "install").mkdir(parents=True)
     build.mkdir()
     (build / "caffe").symlink_to(cache / "build-aaaa" / "install")
     (build / "caffe.key").write_text("aaaa\n")
+    return cache, build
+
+
+def _swap_build_env(tmp_path):
+    """Python lines pointing toolchain at a scratch .build with two cached builds, for a child
+    process to swap in."""
+    cache, build = _two_cached_builds(tmp_path)
     return f"""
 import sys, time, pathlib
 sys.path.insert(0, {str(ROOT)!r})

@@ -113,12 +113,17 @@ def test_solvers_at_once_each_see_every_record_in_order_and_the_file_is_read_onc
     assert "removed it" in logs[-1]
 
 
-def test_a_killed_solver_does_not_stop_the_others_even_the_writer(databases, tmp_path):
-    name, batch = "imagenet", 5
-    count = SIZES[name][3]
-    stock = sequence(net_file(tmp_path / "mmap.prototxt", databases[name], batch), count // batch)
-    net = net_file(tmp_path / "s.prototxt", databases[name], batch, lmdb_read="shared", lmdb_shared_mb=2,
+def small_ring(databases, tmp_path, batch=5):
+    """(records, their stock order, a shared-ring net of 2 MiB) over the ImageNet stand-in."""
+    count = SIZES["imagenet"][3]
+    stock = sequence(net_file(tmp_path / "mmap.prototxt", databases["imagenet"], batch), count // batch)
+    net = net_file(tmp_path / "s.prototxt", databases["imagenet"], batch, lmdb_read="shared", lmdb_shared_mb=2,
                    lmdb_read_kb=256, lmdb_ahead_mb=1)
+    return count, stock, net
+
+
+def test_a_killed_solver_does_not_stop_the_others_even_the_writer(databases, tmp_path):
+    count, stock, net = small_ring(databases, tmp_path)
     writer = driver(net)  # alone at first: its feeder is the ring's writer
     other = driver(net)
     first, seen = forward([writer, other], 4)
@@ -158,11 +163,7 @@ def test_a_writer_that_died_after_the_databases_last_key_is_followed_from_its_fi
 def test_a_solver_that_stops_reading_is_left_behind_not_waited_for_for_ever(databases, tmp_path):
     """One solver reads on while the other takes nothing (a test pass of its own, a slower
     net): after 10 s the ring stops waiting for the idle one, which later skips ahead."""
-    name, batch = "imagenet", 5
-    count = SIZES[name][3]
-    stock = sequence(net_file(tmp_path / "mmap.prototxt", databases[name], batch), count // batch)
-    net = net_file(tmp_path / "s.prototxt", databases[name], batch, lmdb_read="shared", lmdb_shared_mb=2,
-                   lmdb_read_kb=256, lmdb_ahead_mb=1)
+    count, stock, net = small_ring(databases, tmp_path)
     busy, idle = driver(net), driver(net)
     seen = forward([busy], 40)[0]  # 200 records: the idle one's prefetch holds far fewer
     later = forward([idle], 40)[0]
@@ -184,11 +185,7 @@ def test_solvers_stopped_together_and_continued_go_on_as_if_never_stopped(databa
     the ring's limits (10 s left behind, 20 s no record written) and continued: none is left
     behind, none stops, each reads every record once, in order. Stopped where those limits
     judge: one solver waits for records, the writer for room, the other holds the oldest."""
-    name, batch = "imagenet", 5
-    count = SIZES[name][3]
-    stock = sequence(net_file(tmp_path / "mmap.prototxt", databases[name], batch), count // batch)
-    net = net_file(tmp_path / "s.prototxt", databases[name], batch, lmdb_read="shared", lmdb_shared_mb=2,
-                   lmdb_read_kb=256, lmdb_ahead_mb=1)
+    count, stock, net = small_ring(databases, tmp_path)
     slow, fast = driver(net), driver(net)
     group = [slow, fast]
     fast.stdin.write("40\n")  # 200 records: it soon waits for the slow one, which reads none yet
