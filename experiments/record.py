@@ -15,6 +15,8 @@ from experiments import proctrack
 WARM_AT_LEAST = 0.95
 COLD_AT_MOST = 0.05
 MISSED = {"warm": "partly warm", "cold": "not cold"}  # the state a run asked, and what it had when it missed
+NEEDS = {"warm": f"a warm run needs >= {WARM_AT_LEAST:.0%} of its data resident before the clock",
+         "cold": f"a cold run <= {COLD_AT_MOST:.0%}"}
 
 
 def cache_state(asked, resident, measured=True):
@@ -27,15 +29,6 @@ def cache_state(asked, resident, measured=True):
     if (asked == "warm" and resident < WARM_AT_LEAST) or (asked == "cold" and resident > COLD_AT_MOST):
         return MISSED[asked]
     return asked
-
-
-def cache_words(asked, resident, measured=True):
-    """None where the run was what it was asked to be, else the words its line and tables say."""
-    state = cache_state(asked, resident, measured)
-    if state == asked:
-        return None
-    bound = (f"a warm run needs {WARM_AT_LEAST:.0%}" if asked == "warm" else f"a cold run at most {COLD_AT_MOST:.0%}")
-    return f"{state}: {resident:.0%} of the data resident before the clock ({bound})"
 
 
 @dataclass

@@ -25,7 +25,7 @@ import toolchain
 from data_prep import backends, cache, datasets, locations
 from data_prep import manifest as manifest_file
 from experiments import accelerators, caffe_log, cgroup, hosts
-from experiments.record import Record, append, cache_words
+from experiments.record import NEEDS, Record, append, cache_state
 from experiments.training import Progress, child_setup, train_all
 from models.nets import SolverSettings, write_net_files
 from monitor import cpu_probe
@@ -351,11 +351,11 @@ def _train(run):
         group.limit_reads()
     held = (f"{resident:.1%} of {len(location.files)} files resident" if location.files
             else "every record in the servers' memory")
-    off = cache_words(spec.cache, resident, measured=bool(location.files))
-    if off:
+    state = cache_state(spec.cache, resident, measured=bool(location.files))
+    if state != spec.cache:
         why = ("the memory limit leaves the page cache less room than the data" if spec.limits.mem_bytes
                else "the page cache did not keep it")
-        held += f" -- {off}: {why}; tables label it so"
+        held += f": {state}, {why} ({NEEDS[spec.cache]}; tables label it so)"
     solvers = f", {len(run.run_ids)} solvers at once" if len(run.run_ids) > 1 else ""
     if spec.client_hosts:
         count = len(spec.client_hosts)

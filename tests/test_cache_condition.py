@@ -4,7 +4,7 @@ had, never by the ask alone."""
 import pytest
 
 from analysis import answer, report
-from experiments.record import COLD_AT_MOST, WARM_AT_LEAST, Record, cache_state, cache_words
+from experiments.record import COLD_AT_MOST, WARM_AT_LEAST, Record, cache_state
 
 
 @pytest.mark.parametrize("asked, resident, had", [
@@ -13,10 +13,6 @@ from experiments.record import COLD_AT_MOST, WARM_AT_LEAST, Record, cache_state,
     ("warm", None, "warm")])
 def test_the_label_follows_the_measured_residency(asked, resident, had):
     assert cache_state(asked, resident) == had
-    words = cache_words(asked, resident)
-    assert (words is None) == (had == asked)
-    if words:
-        assert words.startswith(f"{had}: {resident:.0%} of the data resident before the clock")
 
 
 def test_data_in_a_servers_memory_keeps_the_state_its_location_set():
