@@ -51,6 +51,7 @@ sys.path.insert(0, str(ROOT))
 
 import toolchain  # noqa: E402
 from data_prep import backends, build, cache, datasets  # noqa: E402
+from experiments.record import COLD_AT_MOST, WARM_AT_LEAST, cache_state  # noqa: E402
 from peers import loaders  # noqa: E402
 
 # the peers' environment (make peers); IMGSTORE_PEERS_VENV names another
@@ -63,18 +64,16 @@ COLORS = {"caffe": "#1b9e77", "dali": "#7570b3", "torch": "#e7298a"}
 REFERENCE = ("caffe", "lmdb", 1)  # the row whose first batch every row's must equal
 CHECK_IMAGES = 64  # the most images of the first-batch check (ImageNet's batch of 256 would be 158 MB)
 SAME = 1e-5  # the largest |difference| of a float that counts as the same
-WARM_AT_LEAST, COLD_AT_MOST = 0.95, 0.05  # the data resident when a cell's clock starts
 
 
 def cache_condition(state, fraction, when="at the clock"):
     """None where `fraction` of the data resident `when` fits the cell's cache state, else why not."""
     if fraction is None:
         return f"not checked {state}: no residency {when}"
-    if state == "warm" and fraction < WARM_AT_LEAST:
-        return f"not warm: {fraction:.0%} resident {when} (needs >= {WARM_AT_LEAST:.0%})"
-    if state == "cold" and fraction > COLD_AT_MOST:
-        return f"not cold: {fraction:.0%} resident {when} (needs <= {COLD_AT_MOST:.0%})"
-    return None
+    if cache_state(state, fraction) == state:  # the runner's thresholds (experiments/record.py)
+        return None
+    needs = f">= {WARM_AT_LEAST:.0%}" if state == "warm" else f"<= {COLD_AT_MOST:.0%}"
+    return f"not {state}: {fraction:.0%} resident {when} (needs {needs})"
 
 
 def rows(loaders_wanted, cores, forms=tuple(FORMS)):

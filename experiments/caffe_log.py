@@ -113,13 +113,6 @@ def shared_rings(text):
     return list(rings.values())
 
 
-def records_skipped(text):
-    """How many records the solver skipped in all, left behind by its lmdb_read SHARED rings;
-    None when it read no shared ring."""
-    skips = [int(m.group(2)) for m in RING_SKIPPED.finditer(text)]
-    return sum(skips) if skips or RING_JOINED.search(text) else None
-
-
 def _seconds(a, b):
     if not (a and b):
         return None

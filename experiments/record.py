@@ -77,9 +77,6 @@ class Record:
                                           # + table, counted once for all solvers), the record this solver joined
                                           # at, the records the ring took from the file for all, writer takeovers,
                                           # the records this solver skipped (records_skipped)
-    records_skipped: int = None           # lmdb_read SHARED: records this solver skipped in all, left behind by the
-                                          # ring after keeping the others waiting 10 s: it did not read every record
-                                          # once per pass (0: none skipped; None: no shared ring, or recorded before)
     concurrent: dict = None               # one of several solvers at once: group, solvers, member, the group's
                                           # makespan_seconds and device_read_bytes; None: trained alone
     limits: dict = None                   # every limit as applied, and the profile when its values were used
@@ -166,6 +163,14 @@ class Record:
         """The prefetch thread's CPU over the solver's time: 1.0, one core, is all it can have."""
         seconds = ((self.process or {}).get("thread_cpu_seconds") or {}).get(proctrack.PREFETCH)
         return seconds / self.solver_seconds if seconds is not None and self.solver_seconds else None
+
+    @property
+    def records_skipped(self):
+        """lmdb_read SHARED: the records this solver skipped in all, left behind by its rings after
+        keeping the others waiting 10 s (it did not read every record once per pass); None without
+        a shared ring, or in a record made before skips were counted."""
+        counts = [ring.get("records_skipped") for ring in self.shared_rings or []]
+        return None if not counts or None in counts else sum(counts)
 
     @property
     def cache_state(self):

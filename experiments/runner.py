@@ -428,7 +428,6 @@ def _record(run, run_id, training, shared, concurrent):
         test_accuracy=parsed["test_accuracy"], test_loss=parsed["test_loss"], test_iteration=parsed["test_iteration"],
         first_loss=parsed["first_loss"], final_loss=parsed["final_loss"],
         au=au, concurrent=concurrent, shared_rings=caffe_log.shared_rings(log_text) or None,
-        records_skipped=caffe_log.records_skipped(log_text),
         command=training.cmd, process=training.process,
         run_dir=str(run_dir.relative_to(spec.results)), finished=time.strftime("%Y-%m-%dT%H:%M:%S"))
     append(Path(spec.results) / shared["dataset"] / "records.jsonl", record)
