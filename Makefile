@@ -15,8 +15,10 @@ CAPACITY_BACKENDS ?= lmdb,images,redis
 CAPACITY_ARGS ?= --iters 1000 --max 48
 # for make peers-compare: benchmarks/peers.py's flags
 PEERS_ARGS ?=
+# for make host-check: benchmarks/host_check.py's flags, e.g. HOST_CHECK_ARGS="--dry-run"
+HOST_CHECK_ARGS ?=
 
-.PHONY: help setup caffe caffe-gpu caffe-gtest venv data-deps test redis-start redis-stop calibration capacity \
+.PHONY: help setup caffe caffe-gpu caffe-gtest venv data-deps test redis-start redis-stop calibration capacity host-check \
         report docs peers peers-compare gpu-bundle gpu-data gpu-calibrate docker-cpu docker-gpu docker-test clean
 
 help:
@@ -27,6 +29,8 @@ help:
 	@echo "make mnist-quick     a smoke run of the matrix: few iterations, one repeat"
 	@echo "make capacity        how many emulated accelerators this host keeps at AU >= 0.90 from LMDB, image files"
 	@echo "                     and Redis, ranked, with what stopped each (DATASET=cifar10 ACCEL=titanx2016 ...)"
+	@echo "make host-check      do the committed answers apply to this host? its CPU probe, a few reference cells predicted"
+	@echo "                     from the probes and measured here, ~6 min on 2 cores (HOST_CHECK_ARGS=\"--dry-run\")"
 	@echo "make peers           an optional environment (.venv-peers) with NVIDIA DALI 2.4 and PyTorch 2.13, CPU builds"
 	@echo "make peers-compare   Caffe's data path beside DALI and PyTorch's DataLoader on the same LMDB and PNGs, warm and"
 	@echo "                     cold (benchmarks/peers.py, PEERS_ARGS=\"--datasets mnist --rounds 1\"; ~30 min as it is)"
@@ -94,6 +98,9 @@ report: setup
 capacity: setup
 	@$(PY) data_prep/prepare.py $(DATASET) $(CAPACITY_BACKENDS) --quiet
 	@$(PY) benchmarks/capacity.py $(DATASET) $(CAPACITY_BACKENDS) warm --accelerator $(ACCEL) $(CAPACITY_ARGS)
+
+host-check: setup
+	@$(PY) benchmarks/host_check.py $(HOST_CHECK_ARGS)
 
 calibration: venv
 	@$(PY) benchmarks/calibration.py fit --check

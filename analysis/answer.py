@@ -13,7 +13,9 @@ Which records (each folder's NOTES.md says on which machine and when):
                more per solver, so that the data stays ~5x larger than the page cache's share)
 """
 import argparse
+import statistics
 import sys
+from collections import namedtuple
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -34,6 +36,9 @@ FIGURE = "docs/img/answer.png"
 README_BEGIN = "<!-- answer: written by analysis/answer.py --readme -->"
 README_END = "<!-- end of answer -->"
 CACHES = ("warm", "cold")
+# a capacity answer: the largest N, whether N + 1 was run, the notes (n, partly warm), and the
+# one-solver runs of its curve (to hold against the AU column where the two disagree)
+Feeds = namedtuple("Feeds", "n bracketed notes single")
 
 
 def paper2016_seconds():
@@ -48,8 +53,14 @@ def paper_seconds():
     return {(r["dataset"], r["backend"], r["cache"]): r["mean"] for r in REFERENCE["training_seconds"]}
 
 
+def columns():
+    """The answer's columns: (row key, header label, the folder (host) it comes from)."""
+    return (("seconds", "s", PAPER2016), ("au", "AU", H100), ("feeds", "feeds", CAPACITY))
+
+
 def capacity_answers():
-    """{(dataset, backend, cache): (largest N at AU >= 0.90, bracketed)} for the quoted setups."""
+    """{(dataset, backend, cache): Feeds} for the quoted setups: the largest N at AU >= 0.90, with
+    its n where fewer runs than confirm one stood at N or N + 1 (capacity.few_runs)."""
     found = {}
     records = [r for r in load([ROOT / CAPACITY]) if not r.superseded]
     lost_at = capacity.lost(records)
@@ -58,9 +69,10 @@ def capacity_answers():
         if "emulated h100" in setup and CAPACITY_SETUP.get(dataset) == setup[2]:
             n = capacity.largest_n(by_n, lost_at.get(key, ()))[0]
             mine = [r for r in records if capacity.curve_of(r) == key]
-            found[(dataset, backend, cache)] = (n, capacity.bracketed(by_n, lost_at.get(key, ())),
-                                                capacity.few_runs(by_n.get(n), by_n.get(n + 1))
-                                                + capacity.missed_state(mine, n))
+            found[(dataset, backend, cache)] = Feeds(n, capacity.bracketed(by_n, lost_at.get(key, ())),
+                                                     capacity.few_runs(by_n.get(n), by_n.get(n + 1))
+                                                     + capacity.missed_state(mine, n),
+                                                     [r for r in mine if r.ok and capacity.solvers(r) == 1])
     return found
 
 
@@ -77,6 +89,7 @@ def rows():
     au = {k: v[:2] for k, v in cell_means(H100, "au").items()}
     seconds, feeds, paper = (paper2016_seconds(),
                              capacity_answers(), paper_seconds())
+    au_runs = _runs_by_cell(H100)
     out = []
     for dataset in datasets.REGISTRY:
         for backend in backends.REGISTRY:
@@ -86,8 +99,72 @@ def rows():
                 continue
             out.append({"dataset": dataset, "backend": backend,
                         "seconds": [_as_had(seconds, k) for k in keys], "paper": [paper.get(k) for k in keys],
-                        "au": [_as_had(au, k) for k in keys], "feeds": [feeds.get(k) for k in keys]})
+                        "au": [_as_had(au, k) for k in keys], "feeds": [feeds.get(k) for k in keys],
+                        "au_runs": [au_runs.get(k, []) + au_runs.get((dataset, backend, MISSED[k[2]]), [])
+                                    for k in keys]})
     return out
+
+
+def _runs_by_cell(folder):
+    """{(dataset, backend, cache as the run had it): ok single runs} of a folder."""
+    found = {}
+    for r in load([ROOT / folder]):
+        if r.ok and not r.concurrent and not r.read_options:
+            found.setdefault((r.dataset, r.backend, r.cache_state), []).append(r)
+    return found
+
+
+def hosts():
+    """{folder: (letter, words)}: each column's host, named by its results folder, its CPU model
+    and its CPU probe (monitor/cpu_probe.py; 'not measured' where its runs predate the probe)."""
+    from benchmarks.calibration import host_probe, probe_words
+    found = {}
+    for _, _, folder in columns():
+        if folder not in found:
+            rs = [r for r in load([ROOT / folder]) if r.ok] if (ROOT / folder).exists() else []
+            cpus = sorted({f"{(r.environment or {}).get('cpu_cores')}-core {(r.environment or {}).get('cpu_model')}"
+                           for r in rs}) or ["no runs"]
+            found[folder] = (chr(ord("A") + len(found)),
+                             f"`{folder}` ({', '.join(cpus)}; CPU probe {probe_words(host_probe(folder))})")
+    return found
+
+
+def _hosts_cell(r, letters):
+    """'A / B / C': the host of each column of a row ('-' where the column is empty; one letter
+    where every column came from one host), and where the AU and feeds columns disagree, why."""
+    used = [letters[folder] if any(r[column]) else "-" for column, _, folder in columns()]
+    named = set(used) - {"-"}
+    return (named.pop() if len(named) == 1 else " / ".join(used)) + _disagreement(r, letters)
+
+
+def _disagreement(r, letters):
+    """Where a row's AU (one solver, on the H100 matrix's host) and its feeds (the capacity sweep's
+    host) disagree, one fed at AU >= 0.90 and the other not: the one-solver AU on both hosts per
+    cache that disagrees, and what else differs between those runs; '' where they agree."""
+    said, differ = [], []
+    for j, cache in enumerate(CACHES):
+        au, feeds = r["au"][j], r["feeds"][j]
+        if not au or not feeds or (au[0] >= capacity.THRESHOLD) == (feeds.n >= 1):
+            continue
+        single = [x.au for x in feeds.single if x.au is not None]
+        there = f"{capacity.au_percent(statistics.median(single))} (n = {len(single)})" if single else "not run"
+        said.append(f"{cache} {capacity.au_percent(au[0])} / {there}")
+        differ += [d for d in _differences(r["au_runs"][j], feeds.single) if d not in differ]
+    if not said:
+        return ""
+    return (f"; one solver on {letters[H100]} / {letters[CAPACITY]}: {', '.join(said)}"
+            + (f"; also differ: {', '.join(differ)}" if differ else ""))
+
+
+def _differences(ours, theirs):
+    """What differs between two sets of runs of one cell besides the host: iterations, Caffe build."""
+    def differ(get):
+        a, b = ({str(get(x)) for x in rs} for rs in (ours, theirs))
+        return (sorted(a), sorted(b)) if a and b and a != b else None
+    iterations = differ(lambda x: x.iterations_setting or "stock")
+    build = differ(lambda x: (x.environment or {}).get("caffe_build_key"))
+    return ([f"iterations {'/'.join(iterations[0])} vs {'/'.join(iterations[1])}"] if iterations else []) + \
+        (["Caffe build"] if build else [])
 
 
 def _as_had(cells, key):
@@ -108,7 +185,7 @@ def _seconds(cell, paper):
 
 
 def _au(cell):
-    return f"{cell[0]:.0%}{_missed(cell)}" if cell else "-"
+    return f"{capacity.au_percent(cell[0])}{_missed(cell)}" if cell else "-"
 
 
 def _missed(cell):
@@ -118,25 +195,32 @@ def _missed(cell):
 def _feeds(cell):
     if not cell:
         return "-"
-    n, bracketed, notes = cell
-    return (str(n) if bracketed else f">= {n}") + notes
+    return (str(cell.n) if cell.bracketed else f">= {cell.n}") + cell.notes
 
 
 def table(found):
     n_sec = sorted({c[1] for r in found for c in r["seconds"] if c})
     n_au = sorted({c[1] for r in found for c in r["au"] if c})
+    named = hosts()
+    letters = {folder: letter for folder, (letter, _) in named.items()}
     lines = ["| dataset | backend | 2016 machine, emulated: s warm / cold (paper) | emulated H100: AU warm / cold "
-             "| H100s one host feeds at AU >= 90%: warm / cold |", "|---|---|---|---|---|"]
+             "| H100s one host feeds at AU >= 90%: warm / cold | hosts: " +
+             " / ".join(label for _, label, _ in columns()) + " |", "|---|---|---|---|---|---|"]
     last = None
     for r in found:
         name = datasets.get(r["dataset"]).label if r["dataset"] != last else ""
         last = r["dataset"]
         lines.append(f"| {name} | {backends.get(r['backend']).label} | "
                      f"{_seconds(r['seconds'][0], r['paper'][0])} / {_seconds(r['seconds'][1], r['paper'][1])} | "
-                     f"{_au(r['au'][0])} / {_au(r['au'][1])} | {_feeds(r['feeds'][0])} / {_feeds(r['feeds'][1])} |")
-    lines += ["", f"Machines: VMs of this project's CI kind (2-core AMD EPYC, 24 GiB, no GPU), every accelerator "
-              f"emulated; each column from its own folder, recorded on its own day (machines of this kind differ "
-              f"up to 2x in per-core speed: docs/capacity.md). n = {'/'.join(map(str, n_sec))} runs per time, "
+                     f"{_au(r['au'][0])} / {_au(r['au'][1])} | {_feeds(r['feeds'][0])} / {_feeds(r['feeds'][1])} | "
+                     f"{_hosts_cell(r, letters)} |")
+    lines += ["", "Hosts: " + "; ".join(f"{letter} = {words}" for letter, words in named.values()) + ". "
+              "Every accelerator emulated, on VMs of this project's CI kind (24 GiB, no GPU); each column from its "
+              "own folder, recorded on its own day, and machines of this kind differ up to 2x in per-core speed "
+              "(docs/capacity.md), so a row's columns may disagree: where AU >= 90% stands beside no H100 fed, or "
+              "below it beside some fed, the hosts cell gives the one-solver AU on each host (AU column's / feeds "
+              "column's) and what else differs between those runs. "
+              f"n = {'/'.join(map(str, n_sec))} runs per time, "
               f"{'/'.join(map(str, n_au))} per AU (`{PAPER2016}`, `{H100}`); feeds: the largest N at which every "
               f"solver finished and the median group AU >= 0.90, with N + 1 run and failed, \">=\" where N + 1 was not reached (`{CAPACITY}`; "
               "ImageNet with 1 GiB of memory + 800 MiB per further solver). Stock solvers, except ImageNet: "

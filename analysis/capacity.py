@@ -6,7 +6,7 @@ median is >= 0.90, with the runs behind it; and the data path's images per secon
 (train images delivered over the CPU seconds of the threads that read and transform them;
 the emulated compute sleeps), the figure that carries to a host with more cores; and the N that
 figure allows (cores x images/s per core over 0.90 of what one accelerator eats; 0 when one
-solver's prefetch thread cannot feed its accelerator on one core), so that an answer well
+solver's data threads cannot feed its accelerator), so that an answer well
 below it says something other than the CPU stopped the host (memory, a lock, the storage).
 
   python analysis/capacity.py results/ci-2core-capacity [--out DIR]
@@ -16,8 +16,10 @@ ours against (FFCV's ImageNet loader), DIR/fig_per_core_DATASET.png (default DIR
 """
 import argparse
 import collections
+import csv
 import dataclasses
 import functools
+import io
 import signal
 import statistics
 import sys
@@ -132,21 +134,30 @@ def failed_solvers(records):
 def run_log(results, run_dir):
     """A run's caffe.log: in its folder, or in DATASET/runs.tar.xz where a results folder
     committed its run folders packed ("" when neither has it)."""
-    log = results / run_dir / "caffe.log"
-    if log.is_file():
-        return log.read_text(errors="replace")
+    return run_file(results, run_dir, "caffe.log")
+
+
+def run_file(results, run_dir, name):
+    """The text of file `name` of a run's folder (caffe.log, monitor.csv): in the folder, or in
+    DATASET/runs.tar.xz ("" when neither has it)."""
+    path = results / run_dir / name
+    if path.is_file():
+        return path.read_text(errors="replace")
     dataset, *rest = Path(run_dir).parts or ("",)
-    return _packed_logs(results / dataset / "runs.tar.xz").get(str(Path(*rest, "caffe.log")), "")
+    return _packed_texts(results / dataset / "runs.tar.xz").get(str(Path(*rest, name)), "")
+
+
+PACKED_KEPT = ("/caffe.log", "/monitor.csv")
 
 
 @functools.lru_cache(maxsize=None)
-def _packed_logs(tar):
-    """{runs/ID/caffe.log: its text} of a packed folder of runs (read once)."""
+def _packed_texts(tar):
+    """{runs/ID/NAME: its text} of the logs and monitor samples of a packed folder of runs (read once)."""
     if not tar.is_file():
         return {}
     with tarfile.open(tar) as t:
         return {m.name: t.extractfile(m).read().decode(errors="replace")
-                for m in t.getmembers() if m.name.endswith("/caffe.log")}
+                for m in t.getmembers() if m.name.endswith(PACKED_KEPT)}
 
 
 def failure_causes(records, results):
@@ -231,10 +242,12 @@ def images_per_core_second(records, cpu=data_path_cpu):
 
 
 def cpu_allows(records):
-    """(N, one thread's share) the data path's CPU alone would allow at AU 0.90, from the
-    records' own rates: the host's cores x images/s per core over what 0.90 of one accelerator
-    eats (its batch per emulated iteration), and 0 when one solver's prefetch thread cannot
-    deliver that much on one core (its share: what it delivers over what is needed). Data on
+    """(N, the solver's data threads' share) the data path's CPU alone would allow at AU 0.90,
+    from the records' own rates: the host's cores x images/s per core over what 0.90 of one
+    accelerator eats (its batch per emulated iteration), and 0 when one solver's data threads
+    cannot deliver that much (their share: the threads, at most the cores, x one thread's rate
+    over what is needed; one thread: Caffe's prefetch thread; several: decode_threads or
+    transform_threads, one thread's rate then the data path's images per CPU second). Data on
     servers of the same host (Redis) costs their CPU too: their CPU seconds per image count in
     the rate. None for real compute and for backends read on the solver thread (its CPU
     includes the set-up)."""
@@ -242,14 +255,15 @@ def cpu_allows(records):
         return None
     r = records[0]
     ms = (r.compute or {}).get("ms_per_iteration")
-    one_thread = images_per_core_second(records, prefetch_cpu)
+    threads = data_threads(r)
+    one_thread = images_per_core_second(records, prefetch_cpu if threads == 1 else data_path_cpu)
     if not ms or not one_thread:
         return None
     needed = THRESHOLD * datasets.get(r.dataset).model.batch * 1000 / ms
     cores = min((c for c in ((r.environment or {}).get("cpu_cores"), (r.limits or {}).get("cpus")) if c), default=None)
     if not cores:
         return None
-    share = one_thread / needed
+    share = min(threads, cores) * one_thread / needed
     per_image = 1 / images_per_core_second(records) + servers_cpu_per_image(records)
     return (cores / per_image / needed if share >= 1 else 0.0), share
 
@@ -296,57 +310,226 @@ def _servers_cpu(r):
     return sum(s["cpu_seconds"] for s in ((r.location or {}).get("servers") or {}).values() if s)
 
 
-THREAD_BUSY = 0.85  # one thread busy this share of the solver's time has run out (Record.what_limited's)
-CORES_BUSY = 0.85   # the group's cores busy this share of the run (start-up included) have run out
+THREAD_BUSY = 0.85    # a solver's data threads busy this share of the solver's time have run out
+CORES_BUSY = 0.85     # the group's cores busy this share of its run (the processes' own CPU) have run out
+STORAGE_BUSY = 0.90   # reads at this share of the cgroup's IOPS limit, or the device busy this share of the window
+SERVER_BUSY = 0.85    # a Redis node busy this share of one core over the training window
+RISE = 0.10           # a figure over its threshold at both N names the stopper only if it rose this much
+CPU_DISAGREE = 0.15   # the host monitor's CPU shown beside the processes' own where they differ this much
+MAJORITY = 0.5        # a class found in no more than this share of the runs says in how many
+
+
+@dataclasses.dataclass
+class Figures:
+    """What ran out, measured over the runs of one N (each the median over its runs; None: not
+    measured). thread: the solvers' data threads' CPU over the solver's time, `threads` of them;
+    cores: the share of the group's cores its solvers' processes and the Redis servers used over
+    the group's run (their own accounting; start-up included: it has no split at the first
+    iteration); monitor: the host's CPU in the training window (the 1 Hz samples; it counts
+    every process on the host, other users' too); paced: reads per second in the training
+    window over the IOPS limit; device: the data device's busy time in the window; servers: the
+    busiest Redis node's CPU over the window."""
+    n: int = 0
+    thread: float = None
+    threads: int = 1
+    on_solver: bool = False
+    layer: str = None
+    cores: float = None
+    monitor: float = None
+    paced: float = None
+    device: float = None
+    servers: float = None
+
+
+def figures_of(records, results=None):
+    """Figures of the runs of one N (records: every solver of them; only finished ones count)."""
+    ok = [r for r in records if r.ok]
+    if not ok:
+        return Figures(n=solvers(records[0]) if records else 0)
+    layer = backends.get(ok[0].backend).layer
+    on_solver = layer in ("HDF5Data", "MemoryData")
+    groups = list(_groups(ok).values())
+    windows = {id(g): training_window(g) for g in groups}
+    samples = {id(g): window_samples(g, windows[id(g)], results) for g in groups}
+    return Figures(
+        n=solvers(ok[0]), layer=layer, on_solver=on_solver, threads=data_threads(ok[0]),
+        thread=_median_of(_solver_share(r) if on_solver else data_threads_share(r) for r in ok),
+        cores=_median_of(_processes_cpu(g) for g in groups),
+        monitor=_median_of(_sampled_cpu(g[0], samples[id(g)]) for g in groups),
+        paced=_median_of(_reads_at_limit(g, windows[id(g)], samples[id(g)]) for g in groups),
+        device=_median_of(_sampled_mean(samples[id(g)], "device_busy") for g in groups),
+        servers=_median_of(_busiest_server(g[0], windows[id(g)]) for g in groups))
+
+
+def data_threads(r):
+    """The threads that read and transform a solver's data: Caffe's prefetch thread, or as many
+    as the reader's decode_threads (ImageData) or transform_threads (Data) ask."""
+    options = r.read_options or {}
+    return max(1, options.get("decode_threads") or 1, options.get("transform_threads") or 1)
+
+
+def data_threads_share(r):
+    """The data threads' CPU over the solver's time, per thread: 1.0 is every one of them busy
+    (with one thread, the prefetch thread's share, Record.prefetch_share)."""
+    threads = data_threads(r)
+    if threads == 1:
+        return r.prefetch_share()
+    used = data_path_cpu(r)
+    return used / r.solver_seconds / threads if used is not None and r.solver_seconds else None
+
+
+def training_window(group):
+    """(start, end), seconds from the group's start, from the first solver's first training
+    iteration to the last one's end (each solver's start-up and the test pass at iteration 0
+    apart), or None without the records' timings."""
+    spans = [(r.startup_seconds + (r.initial_test_seconds or 0), r.solver_seconds) for r in group
+             if r.startup_seconds is not None and r.solver_seconds]
+    if not spans:
+        return None
+    return min(s for s, _ in spans), max(s + d for s, d in spans)
+
+
+def window_samples(group, window, results):
+    """The monitor's rows (monitor.csv, one for the group, in its first solver's folder) taken
+    inside the training window; None where the folder or window is not at hand or no sample
+    fell inside (a window under a second)."""
+    if window is None or results is None:
+        return None
+    text = next(filter(None, (run_file(Path(results), r.run_dir, "monitor.csv") for r in group if r.run_dir)), "")
+    start, end, previous, rows = *window, 0.0, []
+    for row in csv.DictReader(io.StringIO(text)):
+        if not row.get("t"):
+            continue
+        t = float(row["t"])
+        if start + 0.5 <= t <= end + 0.5:  # each row: the interval since the one before
+            rows.append(dict(row, seconds=t - previous))
+        previous = t
+    return rows or None
+
+
+def _sampled_mean(rows, column):
+    values = [float(row[column]) for row in rows or [] if row.get(column) not in (None, "")]
+    return statistics.fmean(values) if values else None
+
+
+def _sampled_cpu(r, rows):
+    """The share of the group's cores busy (user + system) in the window's samples: the host's,
+    scaled to a cpuset limit."""
+    user, system = _sampled_mean(rows, "cpu_user"), _sampled_mean(rows, "cpu_system")
+    return None if user is None else _over_allowed(r, (user + (system or 0)) / 100)
+
+
+def _over_allowed(r, host):
+    cores, allowed = (r.environment or {}).get("cpu_cores"), (r.limits or {}).get("cpus")
+    return min(1.0, host * cores / allowed) if cores and allowed and allowed < cores else host
 
 
 def stopped_by(records, results=None, held=None):
-    """What ran out at the N that failed (records: that N's runs), with the figure that shows
-    it, in a few words: the first that applies of solvers lost (a lock, memory), one thread
-    saturated (Caffe's prefetch thread; the solver thread where the layer reads on it), all the
-    group's cores busy, memory as the page cache (against `held`, the runs of the N that held:
-    the data's residency after training fell and the device reads per image rose), the storage
-    (reads at the cgroup's IOPS limit, or the device busy), the servers (a Redis node's CPU);
-    else "not found" with the figures."""
+    """What ran out at the N that failed (records: that N's runs), with the figures that show
+    it at that N and at the N that held (held: its runs; [] where N = 0 held, None: nothing to
+    compare with, the thresholds alone decide). The first that applies of: solvers lost (a
+    lock, memory; with in how many runs where not in most), the solvers' data threads busy,
+    all cores busy, the page cache, the storage (paced reads at the IOPS limit, the device
+    busy), the servers (a Redis node's CPU); else "not found" with the figures. A figure names
+    its class only where it crossed its threshold at the N that failed and not at the N that
+    held, or rose by RISE since. The CPU measure is the processes' own (Figures.cores); the
+    host monitor's, in the training window, is shown beside it where they differ by
+    CPU_DISAGREE or more. Host-device copies are never named: no record measures their share
+    of the solver's time."""
     if not records:
         return "not found (no runs)"
+    lost_solvers = _lost_words_of(records, results)
+    if lost_solvers:
+        return lost_solvers
     ok = [r for r in records if r.ok]
-    if len(ok) < len(records):
-        causes = failure_causes(records, results) if results else []
-        refused = sum(int(c.split(" x ")[0]) for c in causes if "Failed to open leveldb" in c)
-        killed = sum(1 for r in records if r.returncode == -signal.SIGKILL)
-        if refused:
-            return f"a lock (LevelDB's: {refused} of {len(records)} solvers refused)"
-        if killed:
-            return f"memory (OOM killer: {killed} of {len(records)} solvers)"
-        return f"solvers failed ({'; '.join(causes) or failed_solvers(records)})"
-    layer = backends.get(ok[0].backend).layer
-    on_solver = layer in ("HDF5Data", "MemoryData")
-    thread = _median_of(_solver_share(r) if on_solver else r.prefetch_share() for r in ok)
-    cores = _median_of(max(filter(None, (_group_cpu(rs[0]), _processes_cpu(rs))), default=None)
-                       for rs in _groups(ok).values())
-    at_limit = _median_of(_reads_at_limit(r) for r in ok)
-    busy = _median_of((r.monitor or {}).get("device_busy_mean") for r in ok)
-    servers = _median_of(_busiest_server(r) for r in ok)
-    if thread is not None and thread >= THREAD_BUSY:
-        return f"one thread ({'solver thread, ' + layer if on_solver else 'prefetch'} {min(thread, 1):.0%})"
-    if cores is not None and cores >= CORES_BUSY:
-        return f"all cores ({cores:.0%})"
-    squeezed = _page_cache_squeezed(held or [], ok)
-    if squeezed:
-        return squeezed
-    if at_limit is not None and at_limit >= 0.90:
-        return f"storage (IOPS limit, {at_limit:.0%})"
-    if busy is not None and busy >= 0.90:
-        return f"storage (device {busy:.0%} busy)"
-    if servers is not None and servers >= THREAD_BUSY:
-        return f"the servers (a Redis node {servers:.0%})"
-    if on_solver and (ok[0].compute or {}).get("host_copy_latency_us"):
-        return f"host-device copies ({layer}'s, per row, emulated)"
-    figures = ", ".join(f"{name} {value:.0%}" for name, value in
-                        (("thread", thread), ("cores", cores), ("device", busy), ("server", servers))
-                        if value is not None)
-    return f"not found ({figures or 'no figures'})"
+    at, before = figures_of(ok, results), (figures_of(held, results) if held is not None else None)
+    if before is not None and not held:
+        before = None  # N = 0 held: no solver ran, the thresholds alone decide
+    named = _first_named(_classes(at), at, before) or _page_cache_squeezed(held or [], ok) or \
+        _first_named(_late_classes(at), at, before)
+    if named:
+        return named
+    shown = [f"{label} {_both(at, before, name)}" for name, label in _SHOWN
+             if getattr(at, name) is not None and (name != "monitor" or _cpu_note(at))]
+    return f"not found ({'; '.join(shown) or 'no figures'})"
+
+
+_SHOWN = (("thread", "thread"), ("cores", "cores"), ("monitor", "the host monitor's CPU in training"),
+          ("paced", "IOPS limit"), ("device", "device"),
+          ("servers", "server"))
+
+
+def _classes(at):
+    """(figure, threshold, the class's words up to its figures) decided before the page cache."""
+    thread = (f"one thread (solver thread, {at.layer} " if at.on_solver else
+              "one thread (prefetch " if at.threads == 1 else "data threads (")
+    return (("thread", THREAD_BUSY, thread), ("cores", CORES_BUSY, "all cores (" + _cpu_note(at)))
+
+
+def _late_classes(at):
+    return (("paced", STORAGE_BUSY, "storage (IOPS limit, "), ("device", STORAGE_BUSY, "storage (device busy "),
+            ("servers", SERVER_BUSY, "the servers (a Redis node "))
+
+
+def _cpu_note(at):
+    """The host monitor's CPU in the training window where it differs from the processes' own
+    by CPU_DISAGREE or more (other load on the host, or a start-up unlike the training), else ''."""
+    if at.cores is not None and at.monitor is not None and abs(at.cores - at.monitor) >= CPU_DISAGREE:
+        return f"the host monitor's {min(at.monitor, 1):.0%} in training; the processes' own "
+    return ""
+
+
+def _first_named(classes, at, before):
+    """The first of (figure, threshold, words) whose figure discriminates, in words, or None."""
+    for name, threshold, words in classes:
+        if _discriminates(getattr(at, name), getattr(before, name) if before else None, threshold, before is not None):
+            return f"{words}{_both(at, before, name)})"
+    return None
+
+
+def _discriminates(failed, held, threshold, compared):
+    """Whether a figure names its class: over the threshold at the N that failed, and (where an
+    N that held is given) under it there or risen by RISE since (unmeasured there: not shown)."""
+    if failed is None or failed < threshold:
+        return False
+    if not compared:
+        return True
+    return held is not None and (held < threshold or failed - held >= RISE)
+
+
+def _both(at, before, name):
+    """'97% at 19, 80% at 18' (the N that held: '-' where not measured); without an N that held,
+    '97%'. The data threads' figure ends with how many threads the solver had."""
+    value = getattr(at, name)
+    text = f"{min(value, 1):.0%}"
+    if before is not None:
+        held = getattr(before, name)
+        text += f" at {at.n}, {'-' if held is None else f'{min(held, 1):.0%}'} at {before.n}"
+    if name == "thread" and not at.on_solver:
+        text += f", {at.threads} thread{'s' * (at.threads > 1)}"
+    return text
+
+
+def _lost_words_of(records, results):
+    """Solvers lost at this N (a lock, memory, other failures), with in how many of the runs
+    where not in most of them; "" where none was lost."""
+    failed = [r for r in records if not r.ok]
+    if not failed:
+        return ""
+    causes = failure_causes(records, results) if results else []
+    refused = sum(int(c.split(" x ")[0]) for c in causes if "Failed to open leveldb" in c)
+    killed = [r for r in failed if r.returncode == -signal.SIGKILL]
+    if refused:
+        return f"a lock (LevelDB's: {refused} of {len(records)} solvers refused{_minority(records, failed)})"
+    if killed:
+        return f"memory (OOM killer: {len(killed)} of {len(records)} solvers{_minority(records, killed)})"
+    return f"solvers failed ({'; '.join(causes) or failed_solvers(records)}{_minority(records, failed)})"
+
+
+def _minority(records, hit):
+    """', in 1 of 3 runs' where the runs that lost solvers are not most of the runs, else ''."""
+    runs, hit_runs = _groups(records), _groups(hit)
+    return f", in {len(hit_runs)} of {len(runs)} runs" if len(hit_runs) <= MAJORITY * len(runs) else ""
 
 
 RESIDENCY_FALL = 0.20  # the data's page-cache residency after training fell this much from N to N + 1 ...
@@ -395,9 +578,8 @@ def _groups(records):
 
 
 def _processes_cpu(group):
-    """The share of the group's cores its solvers' threads (and the Redis servers, on the same
-    host) used over the group's run: the processes' own accounting, where the monitor's 1 Hz
-    mean can miss a short run's busiest seconds."""
+    """The share of the group's cores its solvers' processes (and the Redis servers, on the
+    same host) used over the group's run, start-up included: their own accounting."""
     r = group[0]
     cores = min(filter(None, ((r.environment or {}).get("cpu_cores"), (r.limits or {}).get("cpus"))), default=None)
     used = _solvers_cpu(group) + _servers_cpu(r)
@@ -405,28 +587,43 @@ def _processes_cpu(group):
     return min(1.0, used / (wall * cores)) if cores and wall and used else None
 
 
-def _group_cpu(r):
-    """The share of the group's cores busy (user + system) during the run: the host's, scaled
-    to a cpuset limit."""
-    m = r.monitor or {}
-    if m.get("cpu_user_mean") is None:
-        return None
-    host = (m["cpu_user_mean"] + m.get("cpu_system_mean", 0)) / 100
-    cores, allowed = (r.environment or {}).get("cpu_cores"), (r.limits or {}).get("cpus")
-    return min(1.0, host * cores / allowed) if cores and allowed and allowed < cores else host
-
-
-def _reads_at_limit(r):
-    """The group's reads per second over its cgroup's read IOPS limit (None without one)."""
+def _reads_at_limit(group, window, rows=None):
+    """The group's reads per second in the training window over its cgroup's read IOPS limit
+    (None without a limit or a window). With the monitor's samples: the read requests they
+    counted on the data's device in the window, per second, times the reads the limit paced per
+    request the device counted over the run where that is above 1 (the limit counts reads
+    before the block layer merges them). Without: the reads the limit paced over the run times
+    the share of the solvers' bytes read in training, over the window's length."""
+    r = group[0]
     limits = r.limits or {}
     paced, riops = (limits.get("throttled_reads") or {}).get("read_ios"), limits.get("riops")
-    return paced / r.wall_seconds / riops if paced and riops and r.wall_seconds else None
+    if not (paced and riops and window and window[1] > window[0]):
+        return None
+    requests = (r.monitor or {}).get("read_requests_total")
+    if rows and requests:
+        per_request = max(1.0, paced / requests)
+        counted = sum(float(row.get("read_requests") or 0) for row in rows)
+        return counted * per_request / sum(row["seconds"] for row in rows) / riops
+    return paced * _training_read_share(group) / (window[1] - window[0]) / riops
 
 
-def _busiest_server(r):
+def _training_read_share(group):
+    """The share of the group's solvers' bytes read that they read while training (1 where the
+    record does not split its reads by phase)."""
+    total = sum((x.process or {}).get("read_bytes") or 0 for x in group)
+    training = [(x.process or {}).get("read_bytes_training") for x in group]
+    if not total or None in training:
+        return 1.0
+    return min(1.0, sum(training) / total)
+
+
+def _busiest_server(r, window):
+    """The busiest Redis node's CPU seconds over the training window's length (its CPU is its
+    replies: start-up loads nothing into it)."""
     servers = ((r.location or {}).get("servers") or {}).values()
     used = [s["cpu_seconds"] for s in servers if s]
-    return max(used) / r.wall_seconds if used and r.wall_seconds else None
+    length = window[1] - window[0] if window else r.wall_seconds
+    return max(used) / length if used and length else None
 
 
 def probe_note(records):
@@ -594,7 +791,8 @@ def _allows(records):
     if found is None:
         return "-"
     n, share = found
-    return f"{n:.1f}" if n else f"0 (one thread: {share:.2f})"
+    threads = data_threads(records[0])
+    return f"{n:.1f}" if n else f"0 ({'one thread' if threads == 1 else f'{threads} threads'}: {share:.2f})"
 
 
 def au_text(au, digits=2):
@@ -605,6 +803,17 @@ def au_text(au, digits=2):
         digits += 1
         text = f"{au:.{digits}f}"
     return text
+
+
+def au_percent(au):
+    """An AU in percent with as many decimals as decide it against THRESHOLD (au_text's rule):
+    0.8954 is "89.5%", never a "90%" that failed."""
+    digits = 0
+    text = f"{100 * au:.0f}"
+    while digits < 4 and (float(text) / 100 >= THRESHOLD) != (au >= THRESHOLD):
+        digits += 1
+        text = f"{100 * au:.{digits}f}"
+    return f"{text}%"
 
 
 CONFIRM_RUNS = 3  # runs at N and at N + 1 that confirm an answer (benchmarks/capacity.py --confirm)

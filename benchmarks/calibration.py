@@ -41,7 +41,8 @@ sys.path.insert(0, str(ROOT))
 
 from analysis import readme  # noqa: E402
 from data_prep import backends, datasets  # noqa: E402
-from experiments import accelerators, caffe_log, machines, proctrack, record  # noqa: E402
+from experiments import accelerators, caffe_log, machines, prediction, proctrack, record  # noqa: E402
+from experiments.prediction import COMPUTE_BOUND_AU, bound, scaled_to_host  # noqa: E402,F401 (the model: experiments/prediction.py)
 from monitor import cpu_probe  # noqa: E402
 
 REFERENCE = json.loads((ROOT / "analysis" / "paper_reference.json").read_text())
@@ -279,17 +280,48 @@ def cell_means(folder, field="solver_seconds", riops=None):
             for k, v in cells.items()}
 
 
-COMPUTE_BOUND_AU = 0.97     # a run at or above this AU waits on its accelerator, not its data path
+GOAL = 0.15                 # emulated within 15% of real: the goal of the GPU tables
 EFFECT_GOAL = (0.67, 1.5)   # (ours - 1) / (paper - 1): the effect's size, as a share of the paper's
 NOISE_FLOOR = 0.02          # the least noise a ratio of two cells' means is credited with
 
 
-def bound(au):
-    """'compute' where the data path never held the accelerator up (it tests the compute fit),
-    'data path' where it did (it tests the emulated data path), None where AU is unknown."""
-    if au is None:
+
+WITHIN_SPREAD, BEYOND_SPREAD, UNDECIDED = "within spread", "beyond spread", "spread > goal: undecided"
+NO_SPREAD = "an arm of n = 1: spread unknown"
+
+
+def against_spread(ratio, arms, goal=GOAL):
+    """(the difference |emulated / real - 1|, the arms' spread, what it says) where `arms` is
+    [(n, spread (max - min) / mean)] of the real and the emulated runs: 'beyond spread' where the
+    difference is larger than the larger spread of an arm of two runs or more, else 'within
+    spread', unless that spread is larger than the goal, so that a difference within it cannot tell
+    within the goal from outside ('spread > goal: undecided'). An arm of one run has no spread to
+    hold the difference against, so nothing is decided. None where there is no ratio."""
+    if ratio is None:
         return None
-    return "compute" if au >= COMPUTE_BOUND_AU else "data path"
+    difference = abs(ratio - 1)
+    if any(n < 2 or spread is None for n, spread in arms):
+        return difference, None, NO_SPREAD
+    spread = max(spread for _, spread in arms)
+    return difference, spread, BEYOND_SPREAD if difference > spread else UNDECIDED if spread > goal else WITHIN_SPREAD
+
+
+def spread_words(row):
+    """The "difference vs spread" cell of a row with row["power"] (against_spread)."""
+    if not row.get("power"):
+        return "-"
+    difference, spread, words = row["power"]
+    return f"{difference:.1%} vs {spread:.1%}: {words}" if spread is not None else f"{difference:.1%}: {words}"
+
+
+SPREAD_RULE = ("Difference vs spread: the difference |emulated / real - 1| against the larger spread (max - min) / "
+               "mean of the two arms (n per arm in the row): *within spread* where the difference is no larger and "
+               f"that spread is within the {GOAL:.0%} goal (the emulation is as close as the runs repeat), *beyond "
+               "spread* where the difference is larger (a difference the runs resolve, whether or not within the "
+               "goal), *spread > goal: undecided* where the difference is within a spread larger than the goal (the "
+               "arms' own noise cannot tell within the goal from outside: more runs needed); an arm of one run has "
+               "no spread, so nothing is decided. A fitted row repeats the cell a parameter was fitted on and is no "
+               "evidence.")
 
 
 # What is known to differ between a real H100 cell and its emulation beyond the model; where a
@@ -316,7 +348,7 @@ def images_read(dataset, iterations=None):
 def data_path_us_per_image(r):
     """µs of CPU the data path (prefetch thread and its decode pool) spent per image in one run."""
     threads = (r.process or {}).get("thread_cpu_seconds", {})
-    cpu = threads.get(proctrack.PREFETCH, 0) + threads.get(proctrack.DECODE, 0)
+    cpu = threads.get(proctrack.PREFETCH, 0) + threads.get(proctrack.DECODE, 0) + threads.get(proctrack.TRANSFORM, 0)
     return 1e6 * cpu / images_read(r.dataset, r.iterations_setting) if cpu else None
 
 
@@ -368,15 +400,7 @@ def host_probe(folder, work=cpu_probe.PIXELS):
     """Median images/s of one work of the CPU probe in a folder's ok records (monitor/cpu_probe.py),
     or None where its runs predate the probe (or that work): how fast that host's cores run
     Caffe's image path."""
-    rates = [cpu_probe.rate(r.environment, work) for r in record.load([ROOT / folder])
-             if r.ok and cpu_probe.rate(r.environment, work)] if (ROOT / folder).exists() else []
-    return statistics.median(rates) if rates else None
-
-
-def scaled_to_host(ours_seconds, compute_seconds, ours_probe, real_probe):
-    """Our data-path-bound solver seconds moved to a host whose cores run the image path
-    real_probe / ours_probe as fast: the data path's time scales with it, never below the compute."""
-    return max(compute_seconds or 0, ours_seconds * ours_probe / real_probe)
+    return prediction.probe(record.load([ROOT / folder]), work) if (ROOT / folder).exists() else None
 
 
 def gpu_step_folders():
@@ -419,14 +443,41 @@ def seconds(runs):
     return mean, (max(values) - min(values)) / mean
 
 
+# where a profile's net time comes from when no training run fitted it (models/accelerators.json)
+UNFITTED_COMPUTE = {"h100": "`caffe time`, not fitted on a training run",
+                    "titanx2016": "an estimate from published benchmarks"}
+H100_FIT_CELLS = [*((c, f"fitted (h100 {net} train_ms, test_ms)") for net, c in H100_NET_CELLS.items()),
+                  (H100_COPY_CELL, "fitted (h100 copy latency)")]
+
+
+def gpu_step_use(key, gpu, ours):
+    """What a GPU-step row is: 'fitted (...)' where it repeats a cell an emulated parameter was fitted
+    on (the same dataset, backend and cache, no read options, on the GPU model of the fitting run),
+    a prediction on an unfitted compute where the profile's net time is not fitted on training
+    (CaffeNet: `caffe time`), else a prediction."""
+    dataset, backend, cache, _, options = key
+    for cell, fitted in H100_FIT_CELLS:
+        if (cell.dataset, cell.backend, cell.cache) == (dataset, backend, cache) and not options and \
+                gpu == (cell.load()[0].environment or {}).get("gpu_model"):
+            return fitted
+    names = {(x.compute or {}).get("accelerator") for x in ours} - {None}
+    net = NET_OF.get(dataset)
+    for name in sorted(names):
+        if accelerators.profiles().get(name, {}).get(net, {}).get("fitted_on", "").startswith("none"):
+            return f"prediction on an unfitted compute ({name} {net}: {UNFITTED_COMPUTE.get(name, 'not fitted')})"
+    return "prediction"
+
+
 def paired_row(key, real, ours):
     (real_s, real_spread), (ours_s, ours_spread) = seconds(real), seconds(ours)
     aus = [x.au for x in ours if x.au is not None]
+    gpu = (real[0].environment or {}).get("gpu_model")
+    ratio = round(ours_s / real_s, 3)
     return {"cell": cell_label(key), "reference": round(real_s, 2), "reference_n": len(real),
             "reference_spread": round(real_spread, 3), "ours": round(ours_s, 2), "ours_n": len(ours),
-            "ours_spread": round(ours_spread, 3), "ratio": round(ours_s / real_s, 3),
-            "bound": bound(statistics.mean(aus) if aus else None), "use": "prediction",
-            "gpu": (real[0].environment or {}).get("gpu_model")}
+            "ours_spread": round(ours_spread, 3), "ratio": ratio,
+            "bound": bound(statistics.mean(aus) if aus else None), "use": gpu_step_use(key, gpu, ours),
+            "gpu": gpu, "power": against_spread(ratio, [(len(real), real_spread), (len(ours), ours_spread)])}
 
 
 def same_host_rows(folders):
@@ -470,6 +521,9 @@ def cross_host_rows(real_folders, ours_folder):
                                  for w, (h, t) in probes.items() if h and t}
                 row["ratio"] = row["scaled"].get(work, row["raw_ratio"])
                 row["host"] = None if work in row["scaled"] else "unknown"
+                row["power"] = against_spread(row["ratio"], [(row["reference_n"], row["reference_spread"]),
+                                                             (row["ours_n"], row["ours_spread"])]) \
+                    if row["host"] is None else None  # an unscaled difference across hosts says nothing
             rows.append(row)
     return rows
 
@@ -499,6 +553,8 @@ def h100_rows(emulated_folder):
             else:
                 host = "unknown"
         rows.append({"cell": " ".join(key), "reference": round(mean, 2), "reference_n": n,
+                     "power": against_spread(ratio, [(n, real[key][2]), (o[1], o[2])])
+                     if o and ratio and host != "unknown" else None,
                      "ours": round(o[0], 2) if o else None, "ours_n": o[1] if o else 0,
                      "ours_spread": round(o[2], 3) if o else None,
                      "ratio": round(ratio, 3) if ratio else None, "bound": cell_bound, "host": host,
@@ -639,7 +695,8 @@ def verdict(row, tolerance):
         return "not run"
     if row["use"].startswith("fitted"):
         return ("fitted: no evidence" if 0.95 <= row["ratio"] <= 1.05 else
-                f"fitted, but its cell is not reproduced ({row['ratio']:.2f}x): see known differences")
+                f"fitted, but its cell is not reproduced ({row['ratio']:.2f}x)" +
+                (": see known differences" if "caveat" in row else ""))
     if row.get("host") == "unknown":
         return "host CPU unknown"
     if row.get("check") == "effect":
@@ -650,19 +707,30 @@ def verdict(row, tolerance):
 
 
 def summary(rows, tolerance):
-    """'data path: 5 within of 7; compute: ...': predictions counted apart by what bounds them."""
+    """'data-path-bound: 5 within of 7 (...); compute-bound: ...': predictions counted apart by what
+    bounds them, and, where the rows have arms with spreads, how many of them the spread decides."""
     counts = {}
     for r in rows:
         v = verdict(r, tolerance)
         if r["ratio"] is None or r["use"].startswith("fitted"):
             continue
-        c = counts.setdefault(r.get("bound") or "bound unknown", [0, 0, 0])
+        c = counts.setdefault(r.get("bound") or "bound unknown", [0, 0, 0, {}])
         c[0] += v.startswith("within")
         c[1] += v == "host CPU unknown"
         c[2] += 1
+        if r.get("power") and v != "host CPU unknown":
+            c[3][r["power"][2]] = c[3].get(r["power"][2], 0) + 1
     parts = [f"{b.replace(' ', '-')}-bound: {w} within of {n}" + (f" ({u} wait for the host's CPU probe)" if u else "")
-             for b, (w, u, n) in sorted(counts.items())]
+             + _spread_counts(power) for b, (w, u, n, power) in sorted(counts.items())]
     return "Predictions: " + "; ".join(parts) + "." if parts else "No predictions."
+
+
+def _spread_counts(power):
+    """', against their spread: 1 within spread, 2 beyond spread, 6 undecided (spread > goal)' (or '')."""
+    order = [WITHIN_SPREAD, BEYOND_SPREAD, UNDECIDED, NO_SPREAD]
+    found = sorted(power.items(), key=lambda kv: order.index(kv[0]) if kv[0] in order else len(order))
+    shown = {UNDECIDED: "undecided (spread > goal)", NO_SPREAD: "with an arm of n = 1 (spread unknown)"}
+    return ", against their spread: " + ", ".join(f"{n} {shown.get(words, words)}" for words, n in found) if found else ""
 
 
 def judged(r):
@@ -684,12 +752,13 @@ def same_host_table(rows):
              "the folder's records). The host's cores, disk and page cache are shared, so what differs is the "
              "emulation; a compute-bound row also holds the H100's fitted compute against this GPU. Solver seconds, "
              "iterations cut to fit a loan; goal within 15%.", "",
-             "| cell | GPU (host probe) | real s (n, spread) | emulated s (n, spread) | emulated / real | bound | verdict |",
-             "|---|---|---|---|---|---|---|"]
+             "| cell | GPU (host probe) | real s (n, spread) | emulated s (n, spread) | emulated / real | "
+             "difference vs spread | bound | use | verdict |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         lines.append(f"| {r['cell']} | {r['gpu']} ({probe_words(r['probe'])}) | {r['reference']} ({r['reference_n']}, "
                      f"{r['reference_spread']:.1%}) | {r['ours']} ({r['ours_n']}, {r['ours_spread']:.1%}) | "
-                     f"{r['ratio']} | {r['bound'] or '-'} | {verdict(r, 1.15)} |")
+                     f"{r['ratio']} | {spread_words(r)} | {r['bound'] or '-'} | {r['use']} | {verdict(r, 1.15)} |")
     return lines + ["", summary(rows, 1.15)]
 
 
@@ -701,17 +770,19 @@ def cross_host_table(rows, here_folder):
              "work for ImageNet), and judged only where both hosts have that probe. Beside it: the same scaling by "
              "the pixel work, and the measured factor, the data path's own CPU per image (prefetch thread and "
              "decode pool, µs) on each host. Probes: images/s per core, here / there. Goal within 15%.", "",
-             "| cell | real GPU there | real s (n) | emulated here s (n) | here / there | pixel probes | scaled by "
-             "them | per-file probes | scaled by them | data path µs per image here / there | verdict |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+             "| cell | real GPU there | real s (n, spread) | emulated here s (n, spread) | here / there | pixel probes | "
+             "scaled by them | per-file probes | scaled by them | data path µs per image here / there | "
+             "difference vs spread | use | verdict |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         pixels = r["probes"][cpu_probe.PIXELS]
         files = r["probes"].get(cpu_probe.FILES, [None, None])
-        lines.append(f"| {r['cell']} | {r['gpu']} | {r['reference']} ({r['reference_n']}) | {r['ours']} ({r['ours_n']}) "
+        lines.append(f"| {r['cell']} | {r['gpu']} | {r['reference']} ({r['reference_n']}, {r['reference_spread']:.1%}) | "
+                     f"{r['ours']} ({r['ours_n']}, {r['ours_spread']:.1%}) "
                      f"| {r['raw_ratio']} | {probe_words(pixels[0])} / {probe_words(pixels[1])} | "
                      f"{r['scaled'].get(cpu_probe.PIXELS, '-')} | {probe_words(files[0])} / {probe_words(files[1])} | "
                      f"{r['scaled'].get(cpu_probe.FILES, '-')} | {r['us_here']} / {r['us_there']} = "
-                     f"{r['us_here'] / r['us_there']:.2f} | {verdict(r, 1.15)} |")
+                     f"{r['us_here'] / r['us_there']:.2f} | {spread_words(r)} | {r['use']} | {verdict(r, 1.15)} |")
     return lines + ["", summary(rows, 1.15)]
 
 
@@ -723,13 +794,14 @@ def tables(h100, paper, h100_folder, paper_folder, caveats=True, same_host=None,
              f"within 15%. Bound: compute where our run's AU >= {COMPUTE_BOUND_AU} (the row tests the compute fit), "
              "else the data path (it tests the emulated data path); image-file cells bound by the data path are "
              "judged only where both hosts' CPU probes are known.", "",
-             f"| cell | real H100 s (n) | emulated s (n, spread) | emulated / real | bound | use | verdict |{extra}",
-             f"|---|---|---|---|---|---|---|{rule}"]
+             f"| cell | real H100 s (n) | emulated s (n, spread) | emulated / real | difference vs spread | bound | use "
+             f"| verdict |{extra}",
+             f"|---|---|---|---|---|---|---|---|{rule}"]
     for r in h100:
         ours = f"{r['ours']} ({r['ours_n']}, {r['ours_spread']:.1%})" if r["ours"] is not None else "not run"
         lines.append(f"| {r['cell']} | {r['reference']} ({r['reference_n']}) | {ours} | {r['ratio'] or '-'} | "
-                     f"{r.get('bound') or '-'} | {r['use']} | {verdict(r, 1.15)} |" + (f" {r['caveat'] or '-'} |" if caveats else ""))
-    lines += ["", summary(h100, 1.15)]
+                     f"{spread_words(r)} | {r.get('bound') or '-'} | {r['use']} | {verdict(r, 1.15)} |" + (f" {r['caveat'] or '-'} |" if caveats else ""))
+    lines += ["", summary(h100, 1.15), "", SPREAD_RULE]
     if same_host:
         lines += [""] + same_host_table(same_host)
     if cross_host:

@@ -12,7 +12,8 @@ Rows, for each dataset, all reading the train split's first images in key order 
 images for every row) and delivering float32 N x C x H x W batches of the net's batch size
 with Caffe's transform (crop at a random place and random mirror where the net has them, the
 per-pixel mean subtracted, scaled):
-  caffe lmdb     Caffe's Data layer on the LMDB (stock memory-mapped cursor), one prefetch thread
+  caffe lmdb     Caffe's Data layer on the LMDB (stock memory-mapped cursor), one prefetch thread,
+                 then transform_threads 2..cores (patch 0028: the same batches on more threads)
   caffe lmdb-coalesced   the same with LMDBIO's coalesced reads (lmdb_read: coalesced, patch 0013)
   caffe images   ImageData on the PNG files, decode_threads 1..cores
   dali lmdb      DALI readers.caffe on the same LMDB, num_threads 1..cores
@@ -79,7 +80,8 @@ def cache_condition(state, fraction, when="at the clock"):
 def rows(loaders_wanted, cores, forms=tuple(FORMS)):
     """(loader, form, threads) of every row of these forms; torch's 0 workers is its main process alone."""
     threads = range(1, cores + 1)
-    plan = {"caffe": [("caffe", "lmdb", 1), ("caffe", "lmdb-coalesced", 1)] + [("caffe", "images", t) for t in threads],
+    plan = {"caffe": [("caffe", "lmdb", t) for t in threads] + [("caffe", "lmdb-coalesced", 1)] +
+                     [("caffe", "images", t) for t in threads],
             "dali": [("dali", form, t) for form in PEER_FORMS for t in threads],
             "torch": [("torch", form, w) for form in PEER_FORMS for w in range(0, cores + 1)]}
     return [row for name in loaders_wanted for row in plan[name] if row[1] in forms]
@@ -87,7 +89,7 @@ def rows(loaders_wanted, cores, forms=tuple(FORMS)):
 
 def row_label(loader, form, threads):
     if loader == "caffe" and form == "lmdb":
-        return "caffe lmdb (1 prefetch thread)"
+        return "caffe lmdb (1 prefetch thread)" if threads == 1 else f"caffe lmdb ({threads} transform threads)"
     if loader == "caffe" and form == "lmdb-coalesced":
         return "caffe lmdb coalesced (+1 read-ahead thread)"
     unit = "worker" if loader == "torch" else "thread"
@@ -115,12 +117,22 @@ def cell_files(data_root, dataset, form, count):
     return loaders.cell_files(form, source(data_root, dataset, form), count)
 
 
+def caffe_read_options(form, threads):
+    """The Caffe row's read options: its threads (ImageData's decode threads, the Data layer's
+    transform threads on the stock LMDB cursor; patches 0021, 0028), and the form's own."""
+    if form == "images":
+        return {"decode_threads": threads}
+    if form == "lmdb" and threads > 1:
+        return {"transform_threads": threads}
+    return CAFFE_READ.get(form)
+
+
 def caffe_cell(cell):
     """Caffe's side of a cell, in this (the project's) environment."""
     import caffe
     caffe.set_mode_cpu()
     dataset, backend = datasets.get(cell["dataset"]), backends.get(FORMS[cell["form"]])
-    options = {"decode_threads": cell["threads"]} if cell["form"] == "images" else CAFFE_READ.get(cell["form"])
+    options = caffe_read_options(cell["form"], cell["threads"])
     mean = Path(cell["data"]) / dataset.name / "mean.binaryproto"
     net_file = backend.write_data_net(Path(cell["tmp"]) / f"{os.getpid()}.prototxt",
                                       Path(cell["data"]) / dataset.name / FORMS[cell["form"]], dataset,

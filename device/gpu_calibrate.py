@@ -18,6 +18,8 @@ What it measures, in this order, each step only while the time left allows it:
      tests the compute fit), MNIST image files warm and CIFAR-10 image files warm (data-path-bound:
      test the emulated data path). Iterations are cut from the stock solvers' to fit the loan;
      the records say so (iterations_setting, iterations_reason).
+  5. the GPU machine as another host (device/gpu_host.py, no GPU): make host-check on its 16
+     cores, which counts step 4's emulated runs as its own, and an emulated capacity sweep.
 
 Everything lands in RESULTS (default results/<gpu>-calibrate/: records per dataset, runs/,
 benchmarks/, calibrate.json with each step's status and time); with $OUT set (the device tool)
@@ -37,6 +39,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "device"))
+
+import gpu_host  # noqa: E402
 
 BUNDLE = ROOT / ".device-bundle"
 DEVICE_DATA = ROOT / ".device-data"
@@ -111,6 +116,7 @@ def make_plan(results, data, python=sys.executable):
                     [python, run_py, dataset, backend, "warm", "--repeats", str(repeat + 1), "--iters", str(iters),
                      "--iters-reason", "cut to fit the GPU step of the calibration in one 10-minute loan",
                      *compute, "--data", str(data), "--out", str(results), "--quiet"], seconds))
+    plan.steps += [Step(*step) for step in gpu_host.host_steps(results, data, python)]
     return plan
 
 

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The device tool sends the tracked tree (at most 64 MiB with what is carried); results/ alone
-# is larger, and no GPU step reads it. `on` takes results/ out of the index (the files stay,
-# ignored through .git/info/exclude); `off` puts it back exactly as HEAD has it. Commit nothing
-# between the two.
+# is larger. `on` takes results/ out of the index (the files stay, ignored through
+# .git/info/exclude) but for the reference records host-check predicts from
+# (benchmarks/host_check.py); `off` puts it back exactly as HEAD has it. Commit nothing between
+# the two.
 #   device/light_tree.sh on|off
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -11,6 +12,9 @@ mark="# imgstore: device/light_tree.sh on"
 case "${1:-}" in
   on)
     git rm -r -q --cached results
+    for folder in ci-2core-gpu-step-cells ci-2core-make-capacity h200-calibrate; do
+      git add -f "results/$folder"/*/records*.jsonl
+    done
     grep -qF "$mark" "$exclude" 2>/dev/null || printf '%s\n/results/\n' "$mark" >> "$exclude"
     echo "results/ out of the index: $(git ls-files -z | xargs -0 du -cb 2>/dev/null | awk '/total$/ {s+=$1} END {printf "%.1f MiB", s/1048576}') tracked"
     ;;

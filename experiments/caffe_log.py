@@ -23,6 +23,7 @@ RING_WRITER = re.compile(r"lmdb_read SHARED (\S+): this solver \(pid \d+\) write
 RING_SKIPPED = re.compile(r"lmdb_read SHARED (\S+): this solver \(pid \d+\) kept the others waiting for \d+ s "
                           r"and was left behind; it skips (\d+) records")
 SETTING = re.compile(r"^(max_iter|display|test_iter|test_interval): (\d+)\s*$")
+SOLVING = re.compile(r"\] Solving \S+$")
 
 
 def _stamp(line):
@@ -39,7 +40,7 @@ def fatal_messages(text):
 
 
 def parse(text):
-    first = done = None
+    first = done = solving = None
     stopped_early = False
     last_iter, train_loss, tests, settings = 0, [], {}, {}
     passes = []  # [iteration, started, last output] per test pass
@@ -48,6 +49,8 @@ def parse(text):
         m = SETTING.match(line.strip())
         if m and m.group(1) not in settings:  # the solver's own, logged before the nets'
             settings[m.group(1)] = int(m.group(2))
+        if solving is None and SOLVING.search(line):
+            solving = _stamp(line)
         m = ITERATION.search(line)
         if m:
             last_iter = int(m.group(1))
@@ -84,6 +87,7 @@ def parse(text):
             "test_iteration": passes[-1][0] if passes else None,
             "tests_after_start": sum(1 for p in passes if p[0] > 0),
             "initial_test_at": initial[0][1] if initial else None,
+            "initial_test_done_at": initial[0][2] if initial else None, "solving_at": solving,
             "test_pass_seconds": [d for i, d in durations if i > 0], "failovers": failovers}
 
 
@@ -133,20 +137,55 @@ def timed_compute(parsed, max_iter=None, test_iter=None):
     return max_iter - 1, final_forward, parsed["tests_after_start"] * (s.get("test_iter", test_iter) or 0)
 
 
-def timing(parsed, compute, max_iter=None, test_iter=None):
+class LogError(ValueError):
+    pass
+
+
+AU_TOLERANCE = 1e-9  # relative: float rounding only; more is compute counted that did not run
+
+
+def carried_in(parsed, compute, test_iter=None):
+    """Seconds of emulated compute the window may hold less of than timed_compute counts, at
+    most. EmulatedCompute (caffe/patches/0011) takes back what a wait overshot from its next
+    wait, so what the train layer overshot in iteration 0 and the test layer in the initial test
+    pass, both before the window, comes off waits inside it. An overshoot is at most what that
+    pass took beyond its time: iteration 0 (from the end of the initial test pass, or the
+    solver's start, to its log line) and the initial test pass."""
+    if parsed["first_iteration_at"] is None:
+        return 0.0
+    before = parsed["initial_test_done_at"] or parsed["solving_at"]
+    iteration_0 = _seconds(before, parsed["first_iteration_at"])
+    initial_test = _seconds(parsed["initial_test_at"], parsed["initial_test_done_at"])
+    test_iter = parsed["settings"].get("test_iter", test_iter) or 0
+    return (max(0.0, (iteration_0 or 0) - compute.ms_per_iteration / 1000)
+            + max(0.0, (initial_test or 0) - test_iter * (compute.test_ms_per_iteration or 0) / 1000))
+
+
+def timing(parsed, compute, max_iter=None, test_iter=None, log=None):
     """What a parsed Caffe log says about time, beyond the solver's seconds: the initial test
     pass, the test passes inside the solver's window and their time per test iteration, and the
     AU over the accelerator work in that window (timed_compute), for a Compute
-    (experiments/accelerators.py)."""
+    (experiments/accelerators.py). On emulated compute, more compute than the window, beyond
+    what the layers carried into it (carried_in), was counted but did not run: a LogError naming
+    `log` (the log's path), not an AU capped at 1; within the carry the window was all compute: 1.
+    A real GPU measured against a ceiling (accelerators.real) that ran faster than it: 1."""
     first, initial = parsed["first_iteration_at"], parsed["initial_test_at"]
     tests, test_iter = parsed["test_pass_seconds"], parsed["settings"].get("test_iter", test_iter)
-    compute_seconds = compute.seconds(timed_compute(parsed, max_iter, test_iter))
-    au = (min(1.0, compute_seconds / parsed["solver_seconds"])
+    work = timed_compute(parsed, max_iter, test_iter)
+    compute_seconds = compute.seconds(work)
+    au = (compute_seconds / parsed["solver_seconds"]
           if compute_seconds is not None and parsed["solver_seconds"] else None)
+    checked = au is not None and compute.mode == "emulated"
+    carried = carried_in(parsed, compute, test_iter) if checked else 0.0
+    if checked and compute_seconds - carried > parsed["solver_seconds"] * (1 + AU_TOLERANCE):
+        raise LogError(f"{log or 'a Caffe log'}: AU {au:.6f} > 1: {compute_seconds:.6f} s of "
+                       f"{compute.accelerator or compute.mode} compute ({work[0]} iterations, {work[1]} final "
+                       f"forward, {work[2]} test iterations) in a solver window of {parsed['solver_seconds']:.6f} s, "
+                       f"{carried:.6f} s of it at most carried in from before it")
     return {"initial_test_seconds": round((first - initial).total_seconds(), 3) if first and initial else None,
             "test_seconds": round(sum(tests), 3) if tests else None,
             "test_ms_per_iteration": round(1000 * sum(tests) / (len(tests) * test_iter), 4) if tests and test_iter else None,
-            "au": round(au, 4) if au is not None else None}
+            "au": round(min(au, 1.0), 4) if au is not None else None}
 
 
 def phases_begun(text):

@@ -3,19 +3,20 @@ its children read (/proc/PID/io, read at exit before it is reaped, so nothing is
 its CPU seconds, its peak resident memory (sampled), and each thread's CPU by role (Caffe's data-prefetch threads are named
 "caffe-prefetch" by caffe/patches/0010, lmdb_read COALESCED's walker "lmdb-read-ahead" by 0013 and its read helper "lmdb-pread" by 0025, SHARED's ring writer "lmdb-shared" by 0015, all counted as LMDB read-ahead;
 the Redis reader's I/O thread "redis-io" by 0016, ImageData's decoding threads "caffe-decode"
-by 0021; the main thread is the solver)."""
+by 0021, the Data layer's transform threads "caffe-transform" by 0028; the main thread is the solver)."""
 import os
 import threading
 import time
 
 # the roles of thread_cpu_seconds, as records keep them (the report and benchmarks read these)
-SOLVER, PREFETCH, READ_AHEAD, REDIS_IO, DECODE, OTHER = (
-    "solver (main thread)", "data prefetch", "LMDB read-ahead", "Redis I/O", "image decode", "other threads")
+SOLVER, PREFETCH, READ_AHEAD, REDIS_IO, DECODE, TRANSFORM, OTHER = (
+    "solver (main thread)", "data prefetch", "LMDB read-ahead", "Redis I/O", "image decode", "record transform",
+    "other threads")
 # the process's CPU that no sample saw: threads that ended between two samples (before patch
 # 0025, lmdb_read COALESCED's helper for each large read, ~1 ms) and every thread's last interval
 UNSAMPLED = "not sampled"
-# the threads that read records for the prefetch thread (data path CPU = prefetch + these)
-READERS = (READ_AHEAD, REDIS_IO, DECODE)
+# the threads that read or transform records for the prefetch thread (data path CPU = prefetch + these)
+READERS = (READ_AHEAD, REDIS_IO, DECODE, TRANSFORM)
 
 
 def roles(threads, pid):
@@ -24,7 +25,7 @@ def roles(threads, pid):
     for tid, (name, seconds) in threads.items():
         role = (SOLVER if tid == pid else PREFETCH if name == "caffe-prefetch" else
                 READ_AHEAD if name.startswith("lmdb-") else REDIS_IO if name == "redis-io" else
-                DECODE if name == "caffe-decode" else OTHER)
+                DECODE if name == "caffe-decode" else TRANSFORM if name == "caffe-transform" else OTHER)
         out[role] = round(out.get(role, 0.0) + seconds, 3)
     return out
 

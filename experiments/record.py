@@ -143,11 +143,8 @@ class Record:
         if quota and throttling.get("periods") and throttling["throttled_periods"] / throttling["periods"] >= 0.2:
             return (f"the CPU quota ({quota:g} cores; throttled in "
                     f"{throttling['throttled_periods'] / throttling['periods']:.0%} of its periods)")
-        decoders = (self.read_options or {}).get("decode_threads") or 1
         if prefetch >= 0.85:
-            return (f"the prefetch thread's CPU (busy {prefetch:.0%} of the solver's time; " +
-                    ("one thread transforms every image)" if decoders == 1 else
-                     f"it decodes and transforms its share of each batch beside {decoders - 1} more threads)"))
+            return f"the prefetch thread's CPU (busy {prefetch:.0%} of the solver's time; {self._prefetch_work()})"
         if layer in ("HDF5Data", "MemoryData"):
             copies = " and the host-to-device copies it makes" if (self.compute or {}).get("host_copy_latency_us") else ""
             return f"the solver thread, which reads the data{copies} ({layer}; its CPU {solver:.0%} of the solver's time)"
@@ -158,6 +155,18 @@ class Record:
         if (self.location or {}).get("kind") not in (None, "local"):
             return f"the servers' replies (the prefetch thread busy {prefetch:.0%}; the rest waiting on the network)"
         return f"not the data path's CPU (the prefetch thread busy {prefetch:.0%}): waiting on the data"
+
+    def _prefetch_work(self):
+        """What the prefetch thread does, in words, with the pool beside it (decode_threads,
+        transform_threads) if any."""
+        options = self.read_options or {}
+        decoders, transformers = options.get("decode_threads") or 1, options.get("transform_threads") or 1
+        if decoders > 1:
+            return f"it decodes and transforms its share of each batch beside {decoders - 1} more threads"
+        if transformers > 1:
+            return (f"it reads every record and draws the crops and mirrors, and transforms its share of each "
+                    f"batch beside {transformers - 1} more threads")
+        return "one thread transforms every image"
 
     def prefetch_share(self):
         """The prefetch thread's CPU over the solver's time: 1.0, one core, is all it can have."""

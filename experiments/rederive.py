@@ -28,7 +28,7 @@ def rederive(d, results):
         return None
     parsed = caffe_log.parse(log.read_text(errors="replace"))
     compute = accelerators.Compute.from_dict(record.compute)
-    timed = caffe_log.timing(parsed, compute, record.iterations_setting)
+    timed = caffe_log.timing(parsed, compute, record.iterations_setting, log=log)
     d = dict(d)
     if record.initial_test_seconds is None and timed["initial_test_seconds"] and record.startup_seconds is not None:
         d["startup_seconds"] = round(record.startup_seconds - timed["initial_test_seconds"], 3)

@@ -35,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import toolchain  # noqa: E402
 from data_prep import backends, datasets, locations, options, redis_external  # noqa: E402
 from data_prep.cache import CacheError  # noqa: E402
-from experiments import machines, runner, training  # noqa: E402
+from experiments import caffe_log, machines, runner, training  # noqa: E402
 from experiments.accelerators import AcceleratorError, profiles  # noqa: E402
 from experiments.cgroup import CgroupError, Limits  # noqa: E402
 from experiments.record import recorded  # noqa: E402
@@ -270,7 +270,7 @@ def main(argv=None):
                                   iterations_reason=a.iters_reason, progress=not a.quiet)
             records += runner.run_group(spec, log=lambda m: print(m, file=sys.stderr))
     except (CacheError, CgroupError, runner.RunError, AcceleratorError, datasets.SourceError,
-            toolchain.MissingBuild, training.Stalled) as e:
+            toolchain.MissingBuild, training.Stalled, caffe_log.LogError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -414,7 +414,8 @@ def _record(run, run_id, training, shared, concurrent):
     parsed = caffe_log.parse(log_text)
     first = parsed["first_iteration_at"]
     started = datetime.fromtimestamp(training.started)
-    timed = caffe_log.timing(parsed, run.compute, run.settings.max_iter, run.settings.test_iter)
+    timed = caffe_log.timing(parsed, run.compute, run.settings.max_iter, run.settings.test_iter,
+                             log=run_dir / "caffe.log")
     au = timed.pop("au")
     if parsed["failovers"]:  # this solver's reader saw a Redis master fail over to its replica
         failovers = [dict(f, **run.location.failover_phases(f)) for f in parsed["failovers"]]

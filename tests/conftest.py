@@ -1,9 +1,13 @@
 """Shared fixtures: the project's Caffe, and small real artifacts made once per session."""
 import faulthandler
+import fcntl
 import os
 import signal
+import socket
 import subprocess
 import sys
+import tempfile
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -12,9 +16,119 @@ ROOT = Path(__file__).resolve().parents[1]
 # quiet pycaffe in the test process; runs that parse Caffe logs ask for INFO themselves
 os.environ.setdefault("GLOG_minloglevel", "2")
 sys.path.insert(0, str(ROOT))
-# the tests' own Redis Cluster: ports of its own, a password made for this session
-os.environ["IMGSTORE_REDIS_PORT"] = os.environ.get("IMGSTORE_TEST_REDIS_PORT", "7510")
-os.environ.pop("IMGSTORE_REDIS_PASSWORD", None)
+
+# Redis ports. A cluster whose first node listens on PORT uses PORT+I for its nodes, PORT+100+I for
+# its delay proxies and PORT+10000+I for its cluster bus (data_prep/redis_cluster.py). Each user
+# gets a block of its own: BLOCK_WIDTH node ports; blocks are laid out ten to a group of 200 ports,
+# the first 100 of a group for nodes, the second 100 for their proxies, so no block's proxies land
+# on another's nodes; the bus ports, 10000 higher, are above all of them.
+PORTS_FROM = int(os.environ.get("IMGSTORE_TEST_REDIS_PORT", "7510"))
+BLOCK_WIDTH = 10
+PROXY_OFFSET, BUS_OFFSET = 100, 10000
+BLOCKS = 100  # PORTS_FROM .. PORTS_FROM + 2000, buses up to PORTS_FROM + 12000
+PORT_LOCKS = Path(tempfile.gettempdir()) / f"imgstore-test-ports-{os.getuid()}"
+
+
+def block_port(index):
+    """The first node port of block `index`."""
+    group, place = divmod(index, PROXY_OFFSET // BLOCK_WIDTH)
+    return PORTS_FROM + group * 2 * PROXY_OFFSET + place * BLOCK_WIDTH
+
+
+def block_ports(port):
+    """Every port a cluster whose first node is on `port` may listen on."""
+    return [port + offset + i for offset in (0, PROXY_OFFSET, BUS_OFFSET) for i in range(BLOCK_WIDTH)]
+
+
+def port_free(port):
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as redis-server: TIME_WAIT is no owner
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def _port_lock_folder():
+    PORT_LOCKS.mkdir(mode=0o700, exist_ok=True)
+    st = PORT_LOCKS.lstat()
+    if PORT_LOCKS.is_symlink() or st.st_uid != os.getuid():
+        what = "a link" if PORT_LOCKS.is_symlink() else f"owned by uid {st.st_uid}"
+        pytest.fail(f"{PORT_LOCKS}: not a folder of this user's ({what}): remove it")
+    return PORT_LOCKS
+
+
+@contextmanager
+def redis_ports():
+    """A block of Redis ports of the caller's own, for one cluster (up to BLOCK_WIDTH nodes):
+    yields its first node's port. No other user of this helper, in this session or another
+    one of this user at the same time (a lock file each), holds it, and every port of it (nodes,
+    proxies, buses) was free when it was handed out. Given back when the block ends; the
+    caller stops its cluster before that."""
+    folder = _port_lock_folder()
+    for index in range(BLOCKS):
+        port = block_port(index)
+        lock = os.open(folder / f"{port}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(lock)
+            continue
+        if not all(port_free(p) for p in block_ports(port)):  # servers left by someone else
+            os.close(lock)
+            continue
+        try:
+            yield port
+        finally:
+            os.close(lock)
+        return
+    pytest.fail(f"no block of {BLOCK_WIDTH} free Redis ports from {PORTS_FROM} "
+                f"(IMGSTORE_TEST_REDIS_PORT) in {BLOCKS} tries: other servers hold them")
+
+
+@contextmanager
+def environment_kept(*names, **values):
+    """The environment variables `names` and those `values` sets (None: unset) as they were
+    before, once the block ends, whatever was done to them inside (data_prep sets a password
+    it generates, say). The only writer of os.environ in the tests."""
+    before = {name: os.environ.get(name) for name in (*names, *values)}
+    try:
+        for name, value in values.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        yield
+    finally:
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+@contextmanager
+def redis_port_in_environment():
+    """A block of ports (redis_ports) whose first port is IMGSTORE_REDIS_PORT inside, where
+    data_prep's Cluster and the runs the test starts find it; the variable is put back after."""
+    with redis_ports() as port, environment_kept(IMGSTORE_REDIS_PORT=str(port)):
+        yield port
+
+
+@pytest.fixture(scope="session", autouse=True)
+def suite_redis_port():
+    """The suite's own Redis Cluster (the data root's): a block of ports for the session, and a
+    password made for this session (none taken from the caller's environment)."""
+    with redis_port_in_environment() as port, environment_kept(IMGSTORE_REDIS_PASSWORD=None):
+        yield port
+
+
+@pytest.fixture
+def redis_port():
+    """A block of Redis ports for this test alone (redis_ports): its first port."""
+    with redis_ports() as port:
+        yield port
 
 
 # Every test ends within its limit: a hang is a failure that names the test, never a stuck CI.

@@ -149,8 +149,8 @@ def test_an_image_cell_is_judged_only_where_both_hosts_probes_are_known():
     assert images["bound"] == "data path" and calibration.verdict(images, 1.15) == "host CPU unknown"
     assert calibration.verdict(rows["mnist lmdb cold"], 1.15) == "within"
     # a data path twice as fast on the real host halves our data-path time, never below the compute
-    assert calibration.scaled_to_host(30.0, 10.0, ours_probe=100, real_probe=200) == 15.0
-    assert calibration.scaled_to_host(30.0, 20.0, ours_probe=100, real_probe=400) == 20.0
+    assert calibration.scaled_to_host(30.0, 10.0, 100, 200) == 15.0
+    assert calibration.scaled_to_host(30.0, 20.0, 100, 400) == 20.0
 
 
 def _step_run(folder, name, mode, seconds, cpu, probe, dataset="mnist", au=0.5, **kw):

@@ -1,7 +1,7 @@
 """docs/redis.md: with replicas, a prepare's writes are on every replica before it goes on
 (redis_store._Writer._wait_replicated, Redis's WAIT): after prepare each replica holds exactly
 its master's keys, and a replica that cannot catch up makes the write fail, naming it, with no
-completion marker written. A cluster of its own: 3 masters with a replica each (ports +250)."""
+completion marker written. A cluster of its own: 3 masters with a replica each (ports of its own)."""
 import os
 import signal
 import subprocess
@@ -9,9 +9,8 @@ import sys
 
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, redis_ports
 
-PORT_OFFSET = 250  # from the suite's IMGSTORE_REDIS_PORT: ports (and +100 proxies) no other test file uses
 LIMIT = 300
 
 
@@ -19,10 +18,13 @@ LIMIT = 300
 def replicated(tmp_path_factory):
     from data_prep.redis_cluster import Cluster
     root = tmp_path_factory.mktemp("replicas")
-    cluster = Cluster(root / "redis-cluster", port=int(os.environ["IMGSTORE_REDIS_PORT"]) + PORT_OFFSET, replicas=1)
-    cluster.start()
-    yield cluster
-    cluster.stop()
+    with redis_ports() as port:
+        cluster = Cluster(root / "redis-cluster", port=port, replicas=1)
+        try:
+            cluster.start()
+            yield cluster
+        finally:
+            cluster.stop()
 
 
 @pytest.fixture

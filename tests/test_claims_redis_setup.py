@@ -1,14 +1,14 @@
 """docs/redis.md: a run on a cluster the user runs is another setup than the same cell on
 another cluster: run.py asked for a cell recorded on cluster A runs it again on cluster B (other
 seeds), and skips it as recorded on A and, once run there, on B. Two user-style clusters of real
-redis-server processes, each with the same ACL user (ports +210 and +230)."""
+redis-server processes, each with the same ACL user (ports of their own)."""
 import os
+from contextlib import ExitStack
 
 import pytest
 
+from conftest import redis_ports
 from test_redis_external import USER, cli
-
-OFFSETS = {"a": 270, "b": 290}  # from the suite's IMGSTORE_REDIS_PORT: ports (and +100 proxies) no other file uses
 
 
 @pytest.fixture(scope="module")
@@ -20,19 +20,20 @@ def labs(tmp_path_factory):
     password_file.write_text(secret + "\n")
     password_file.chmod(0o600)
     clusters = {}
-    try:
-        for name, offset in OFFSETS.items():
-            c = clusters[name] = Cluster(tmp_path_factory.mktemp(f"lab-{name}") / "redis-cluster",
-                                         port=int(os.environ["IMGSTORE_REDIS_PORT"]) + offset)
-            c.start()
-            for i in range(len(c.node_ports())):
-                node = c.node_client(i)
-                node.execute_command("ACL", "SETUSER", USER, "reset", "on", f">{secret}", "~imgstore:*", "+@all")
-                node.close()
-        yield {name: f"127.0.0.1:{c.port}" for name, c in clusters.items()}, password_file
-    finally:
-        for c in clusters.values():
-            c.stop()
+    with ExitStack() as ports:
+        try:
+            for name in ("a", "b"):
+                c = clusters[name] = Cluster(tmp_path_factory.mktemp(f"lab-{name}") / "redis-cluster",
+                                             port=ports.enter_context(redis_ports()))
+                c.start()
+                for i in range(len(c.node_ports())):
+                    node = c.node_client(i)
+                    node.execute_command("ACL", "SETUSER", USER, "reset", "on", f">{secret}", "~imgstore:*", "+@all")
+                    node.close()
+            yield {name: f"127.0.0.1:{c.port}" for name, c in clusters.items()}, password_file
+        finally:
+            for c in clusters.values():
+                c.stop()
 
 
 def run_py(seeds, data, out, password_file):

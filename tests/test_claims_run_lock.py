@@ -19,16 +19,19 @@ def run_py(mnist_small, out, iters, lock):
 
 
 def line_with(process, words, timeout):
-    """The first line of `process`'s stderr holding `words`, read within `timeout` seconds."""
-    deadline, seen = time.time() + timeout, []
-    while time.time() < deadline:
-        if select.select([process.stderr], [], [], 0.5)[0]:
-            line = process.stderr.readline()
-            assert line, f"its stderr ended without {words!r}: {''.join(seen)[-2000:]}"
-            if words in line:
-                return line
-            seen.append(line)
-    raise AssertionError(f"no {words!r} within {timeout} s: {''.join(seen)[-2000:]}")
+    """The first line of `process`'s stderr holding `words`, read within `timeout` seconds. Read
+    from the pipe itself: select() does not see lines the file object has already buffered (two
+    lines written together, the second would wait there unseen)."""
+    fd, deadline, text = process.stderr.fileno(), time.monotonic() + timeout, ""
+    while time.monotonic() < deadline:
+        if select.select([fd], [], [], 0.5)[0]:
+            chunk = os.read(fd, 1 << 16)
+            assert chunk, f"its stderr ended without {words!r}: {text[-2000:]}"
+            text += chunk.decode(errors="replace")
+            found = [line for line in text.splitlines(keepends=True) if words in line and line.endswith("\n")]
+            if found:
+                return found[0]
+    raise AssertionError(f"no {words!r} within {timeout} s: {text[-2000:]}")
 
 
 def first_write(run_out):
@@ -42,9 +45,9 @@ def test_a_second_run_waits_on_the_lock_naming_the_first_and_trains_after_it(mni
     first = run_py(mnist_small, tmp_path / "first", 200, lock)
     second = None
     try:
-        deadline = time.time() + 120
+        deadline = time.monotonic() + 120
         while not (lock.exists() and lock.read_text().startswith(f"pid {first.pid},")):  # it holds the lock
-            assert first.poll() is None and time.time() < deadline, first.stderr.read()[-2000:]
+            assert first.poll() is None and time.monotonic() < deadline, first.stderr.read()[-2000:]
             time.sleep(0.1)
         os.kill(first.pid, signal.SIGSTOP)  # held while the second asks, however fast the first would train
         second = run_py(mnist_small, tmp_path / "second", 20, lock)

@@ -105,9 +105,9 @@ def test_no_descriptors_left_is_said_once_and_retried_without_spinning(proxy):
     assert cpu_seconds(p) - before < 0.2
     first.close()  # descriptors free again: the waiting connection is relayed
     second.sendall(b"hello")
-    deadline = time.time() + 5
+    deadline = time.monotonic() + 5
     while len(target.conns) < 2:
-        assert time.time() < deadline, "the connection waiting in the backlog was never relayed"
+        assert time.monotonic() < deadline, "the connection waiting in the backlog was never relayed"
         time.sleep(0.05)
     p.kill()
     err = p.stderr.read()
@@ -125,8 +125,8 @@ def test_a_destination_that_does_not_read_does_not_stop_the_reading(proxy):
     p, port = proxy(0, target.port)
     c = socket.create_connection(("127.0.0.1", port))
     c.setblocking(False)
-    sent, block, deadline = 0, b"y" * (1 << 20), time.time() + 10
-    while sent < 40 << 20 and time.time() < deadline:
+    sent, block, deadline = 0, b"y" * (1 << 20), time.monotonic() + 10
+    while sent < 40 << 20 and time.monotonic() < deadline:
         try:
             sent += c.send(block)
         except BlockingIOError:
@@ -194,7 +194,7 @@ def test_the_proxy_is_rebuilt_when_its_source_digest_differs_whatever_the_times(
     monkeypatch.setattr(toolchain, "DELAY_PROXY_BUILT_FROM", stamp)
     binary.write_bytes(b"#!/bin/sh\necho an older proxy\n")
     stamp.write_text("0123456789abcdef\n")  # compiled from another source
-    future = time.time() + 3600
+    future = time.time() + 3600  # a file time: the wall clock
     os.utime(binary, (future, future))
     assert toolchain.delay_proxy() == binary
     assert b"an older proxy" not in binary.read_bytes() and stamp.read_text().strip() == toolchain.delay_proxy_source()

@@ -1,8 +1,10 @@
 """The emulated accelerator (caffe/patches/0011) inside real Caffe, AU, and the registries'
 promise that a new backend shows up everywhere without other edits."""
 import json
+import re
 import subprocess
 import time
+from datetime import datetime
 
 import numpy as np
 import pytest
@@ -39,7 +41,10 @@ def test_the_layer_takes_the_asked_time_and_reads_its_input(tmp_path):
         out = float(net.forward()["loss"])
         net.backward()
     took = time.perf_counter() - start
-    assert 0.9 * 0.9 <= took <= 1.1 * 0.9, took  # 100 x (3 + 6) ms, within 10%
+    # 100 x (3 + 6) ms asked: patch 0011 carries each sleep's overshoot into the next wait, so
+    # the total is never short (1% for the clock); above it only the net's work and a busy
+    # host's scheduling: a generous bound, not 10%
+    assert 0.99 * 0.9 <= took <= 1.5 * 0.9, took
     # the output is the mean of one value per 64-byte line of each input blob: the data was read
     seen = np.concatenate([data.ravel()[::16], labels[::16]])
     assert out == pytest.approx(seen.mean(), rel=1e-4)
@@ -108,10 +113,38 @@ def test_cells_are_interleaved():
     assert {cells[i][1] for i in range(0, len(cells), 2)} == {"warm", "cold"}  # warm is not always first
 
 
-def test_the_last_test_pass_runs_at_the_last_iteration():
+def test_the_test_interval_is_the_largest_under_the_wanted_one_that_divides_max_iter():
     assert dividing_interval(10_000, 500) == 500
     assert dividing_interval(200, 500) == 200
     assert dividing_interval(250, 100) == 50
+
+
+def test_the_last_test_pass_runs_at_the_last_iteration_and_counts_in_au(mnist_small, tmp_path):
+    """150 iterations with a test interval of 100 asked: Caffe tests after its loop only when the
+    interval divides max_iter, so the run tests every 75 and its last pass is at iteration 150;
+    the log shows each pass, the record keeps the last one's iteration and the passes' time, and
+    the AU counts both passes after iteration 0 (and no final forward: 100 does not divide 150)."""
+    spec = runner.RunSpec("mnist", "lmdb", "warm", iters=150, test_interval=100, test_iter=4, accelerator="5ms",
+                          data_root=mnist_small.parent, results=tmp_path, progress=False)
+    r = runner.run(spec, log=lambda *_: None)
+    assert r.ok, r.status
+    log = (tmp_path / r.run_dir / "caffe.log").read_text()
+    assert "test_interval: 75" in log.splitlines()
+    tested = [int(i) for i in re.findall(r"Iteration (\d+), Testing net", log)]
+    assert tested == [0, 75, 150] and r.test_iteration == 150
+    passes = [(at(start), at(end)) for start, end in re.findall(
+        r"^(I.*Testing net.*)\n(?:.*\n)*?(I.*Test net output #0.*)$", log, re.M)]
+    assert len(passes) == 3
+    assert r.test_seconds == round(sum((b - a).total_seconds() for a, b in passes[1:]), 3)
+    first = at(re.search(r"^I.*Iteration 0 \(.*$", log, re.M).group(0))
+    done = at(re.findall(r"^I.*Optimization Done.*$", log, re.M)[-1])
+    assert r.solver_seconds == pytest.approx((done - first).total_seconds(), abs=1e-9)
+    compute_seconds = (149 * 5.0 + 2 * 4 * r.compute["test_ms_per_iteration"]) / 1000
+    assert r.au == round(min(1.0, compute_seconds / r.solver_seconds), 4)  # 1: what the layer carried in (caffe_log)
+
+
+def at(glog_line):
+    return datetime.strptime(glog_line[1:25], "%Y%m%d %H:%M:%S.%f")
 
 
 def test_a_new_backend_appears_in_the_matrix_and_in_the_report(monkeypatch, tmp_path):

@@ -144,9 +144,9 @@ def _start_training(mnist_small, out):
                           "--iters", "100000", "--data", str(mnist_small.parent), "--out", str(out)],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
-    deadline = time.time() + 120
+    deadline = time.monotonic() + 120
     logs = []
-    while time.time() < deadline and not any("Iteration" in l.read_text() for l in logs):
+    while time.monotonic() < deadline and not any("Iteration" in l.read_text() for l in logs):
         time.sleep(0.5)
         logs = list(out.glob("mnist/runs/*/caffe.log"))
     assert logs, "training never started"
@@ -247,31 +247,36 @@ def test_read_limits_wait_until_the_run_applies_them(mnist_small):
     assert any(k.startswith(("blkio", "io.")) for k in group.applied), group.applied
     assert after > 1.0 and after > 4 * before, (before, after)
     # the throttle's own count (the files and the cold interpreter's libraries; the reads before
-    # the limit not in it) explains the time at 150/s
+    # the limit not in it) explains the time at 150/s: at least that (less its first burst), and
+    # at most that plus what the same cold read costs this host unthrottled, with room to spare
     assert len(files) <= paced["read_ios"], paced
     assert paced["read_bytes"] >= sum(f.stat().st_size for f in files)
-    assert 0.9 * paced["read_ios"] / 150 <= after <= paced["read_ios"] / 150 + 1.0, (after, paced)
+    assert 0.9 * paced["read_ios"] / 150 <= after <= paced["read_ios"] / 150 + 2 * before + 1.0, (after, before, paced)
 
 
 def test_a_cpu_quota_slows_a_busy_thread_to_its_share():
-    """A quota of a quarter of a core: a thread spinning for 1.5 s of wall clock gets about
-    0.375 s of CPU (unlimited: up to 1.5, less on a busy host). The group is gone afterwards."""
+    """A quota of a quarter of a core: a thread spinning for 1.5 s of wall clock gets at most
+    0.375 s of CPU (and one period's more), and the kernel says it throttled the group; on any
+    host, however busy (unlimited it gets up to 1.5 s, less on a busy host: no bound of its own
+    follows). The group is gone afterwards."""
     if cgroup.version() is None or not os.access(cgroup.CGROUP_ROOT, os.W_OK):
         pytest.skip("needs root and a cgroup hierarchy")
-    spin = "import time, os\nt = time.time()\nwhile time.time() - t < 1.5: pass\nprint(time.process_time())\n"
+    spin = ("import time\nt, cpu = time.monotonic(), time.process_time()\nwhile time.monotonic() - t < 1.5: pass\n"
+            "print(time.process_time() - cpu)\n")  # the spin's own CPU, not the interpreter's start's
 
     def cpu_seconds(group):
         out = subprocess.run([sys.executable, "-c", spin], check=True, capture_output=True, text=True,
-                             preexec_fn=group.enter if group else None).stdout
+                             preexec_fn=group.enter).stdout
         return float(out)
 
     group = cgroup.create(cgroup.Limits(cpu_quota=0.25), f"test-quota-{os.getpid()}", None)
     try:
-        limited, free = cpu_seconds(group), cpu_seconds(None)
+        limited = cpu_seconds(group)
+        throttling = group.cpu_throttling()
     finally:
         group.remove()
     assert any(k in group.applied for k in ("cpu.max", "cpu.cfs_quota_us")), group.applied
-    assert 0.2 < limited < 0.6 and free > 1.8 * limited, (limited, free)
+    assert 0 < limited <= 0.25 * 1.5 + 0.05 and throttling["throttled_periods"] > 0, (limited, throttling)
     assert not any(p.exists() for p in group.paths)
     with pytest.raises(cgroup.CgroupError, match="positive number of cores"):
         cgroup.Limits.from_args(cpu_quota=0)
@@ -304,10 +309,10 @@ def test_a_run_with_a_memory_limit_is_kept_from_proactive_reclaim(mnist_small):
 
 def _cold_read(files, group):
     cache.drop_caches()
-    start = time.time()
+    start = time.monotonic()
     subprocess.run([sys.executable, "-c", "import sys\nfor f in sys.argv[1:]: open(f, 'rb').read()\n"] +
                    [str(f) for f in files], check=True, preexec_fn=group.enter if group else None)
-    return time.time() - start
+    return time.monotonic() - start
 
 
 def test_relative_data_and_results_folders_work(mnist_small, tmp_path):

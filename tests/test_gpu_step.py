@@ -11,6 +11,9 @@ from conftest import ROOT
 
 sys.path.insert(0, str(ROOT / "device"))
 import gpu_calibrate  # noqa: E402
+import gpu_host  # noqa: E402
+from benchmarks import capacity as capacity_sweep  # noqa: E402
+from benchmarks import host_check  # noqa: E402
 from experiments import run as run_cli  # noqa: E402
 from monitor import cpu_probe  # noqa: E402
 
@@ -29,6 +32,35 @@ def test_the_plan_fits_one_loan_and_pairs_each_real_run_with_an_emulated_one(tmp
     # which of the pair goes first alternates, so that a drift of the host does not land on one
     firsts = [runs[i].name.endswith("real") for i in range(0, len(runs), 2)]
     assert True in firsts and False in firsts
+
+
+def test_the_host_steps_come_after_the_gpu_steps_and_leave_the_gpu_alone(tmp_path):
+    plan = gpu_calibrate.make_plan(tmp_path / "results", tmp_path / "data")
+    names = [s.name for s in plan.steps]
+    assert names[-2:] == ["host-check", "capacity sweep cifar10 lmdb warm"]
+    assert names.index("host-check") > max(i for i, n in enumerate(names) if "warm #" in n or n == "gpu_time")
+    check = host_check.parser().parse_args(plan.steps[-2].argv[2:])
+    assert (check.gpu, check.out, check.data) == (-1, tmp_path / "results", tmp_path / "data")
+    # host-check's MNIST and CIFAR-10 cells are the GPU step's emulated runs: same iterations,
+    # accelerator and results, so run.py counts them as host-check's own
+    cells = {(c.dataset, c.backend, c.iters) for c in host_check.CELLS}
+    assert {(d, b, i) for d, b, i, _ in gpu_calibrate.CELLS} <= cells and gpu_host.CAPACITY in cells
+    assert gpu_calibrate.EMULATED == host_check.ACCELERATOR
+    sweep, run_options = capacity_sweep.parser().parse_known_args(plan.steps[-1].argv[2:])
+    a = run_cli.parser().parse_args([sweep.dataset, sweep.backends, sweep.cache] + run_options)
+    assert run_cli.compute_choice(a) == (-1, "h100") and a.out == str(tmp_path / "results")
+    assert (sweep.dataset, sweep.backends, sweep.iters) == gpu_host.CAPACITY and sweep.max == 16
+    # the host's steps fit what the budget leaves after the GPU's (9 minutes with the start-up)
+    budget = gpu_calibrate.LOAN_SECONDS - gpu_calibrate.START_UP_SECONDS - 60
+    assert plan.estimate() <= budget
+
+
+def test_the_host_steps_dry_run_prints_them_without_a_gpu(tmp_path):
+    out = subprocess.run([sys.executable, str(ROOT / "device" / "gpu_host.py"), "--dry-run", "--results",
+                          str(tmp_path)], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "host_check.py --rounds 2 --gpu -1" in out.stdout and "capacity.py cifar10 lmdb warm" in out.stdout
+    assert not list(tmp_path.iterdir())
 
 
 def test_the_dry_run_names_a_missing_or_stale_bundle(tmp_path):
@@ -53,6 +85,7 @@ def test_the_dry_run_command_prints_the_plan_without_a_gpu():
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert "cifar10 images warm #2" in out.stdout and "gpu_time" in out.stdout and "to carry:" in out.stdout
+    assert "host-check" in out.stdout and "capacity sweep" in out.stdout
 
 
 def test_the_cpu_probe_measures_and_says_when_it_cannot(monkeypatch, tmp_path):

@@ -11,24 +11,24 @@ import time
 import psutil
 import pytest
 
-from conftest import ROOT, run
-
-PORT = int(os.environ["IMGSTORE_REDIS_PORT"]) + 230  # + proxies at +100, buses at +10000
+from conftest import ROOT, redis_port_in_environment, run
 
 
 @pytest.fixture(scope="module")
 def tiny_redis(tmp_path_factory):
-    """MNIST's first 640 + 640 images in a cluster of its own: (data root, cluster), stopped."""
+    """MNIST's first 640 + 640 images in a cluster of its own (ports of its own): (data root,
+    cluster), stopped."""
     from data_prep import build
     from data_prep.redis_cluster import Cluster
     data = tmp_path_factory.mktemp("killed-run-data")
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("IMGSTORE_REDIS_PORT", str(PORT))
-        cluster = Cluster(data / "redis-cluster", nodes=1, replicas=1)  # its shape is kept for later starts
-        with cluster.session():
-            build.prepare("mnist", ["redis"], data, limit=640, progress=False, log=lambda *_: None)
-    yield data, cluster
-    cluster.stop()
+    with redis_port_in_environment() as port:
+        cluster = Cluster(data / "redis-cluster", port=port, nodes=1, replicas=1)  # its shape is kept for later starts
+        try:
+            with cluster.session():
+                build.prepare("mnist", ["redis"], data, limit=640, progress=False, log=lambda *_: None)
+            yield data, cluster
+        finally:
+            cluster.stop()
 
 
 def run_args(data, out, iters):
@@ -36,8 +36,8 @@ def run_args(data, out, iters):
             "--accelerator", "5ms", "--iters", str(iters), "--data", str(data), "--out", str(out), "--quiet"]
 
 
-def run_env(tmp_path):
-    return dict(os.environ, IMGSTORE_LOCK=str(tmp_path / "run.lock"), IMGSTORE_REDIS_PORT=str(PORT))
+def run_env(tmp_path, cluster):
+    return dict(os.environ, IMGSTORE_LOCK=str(tmp_path / "run.lock"), IMGSTORE_REDIS_PORT=str(cluster.port))
 
 
 def cluster_processes(cluster):
@@ -73,21 +73,21 @@ def describe(processes):
 def test_run_py_killed_with_sigkill_leaves_no_process_it_started(tiny_redis, tmp_path):
     data, cluster = tiny_redis
     assert not cluster.running()
-    killed = subprocess.Popen(run_args(data, tmp_path / "out", 100000), env=run_env(tmp_path),
+    killed = subprocess.Popen(run_args(data, tmp_path / "out", 100000), env=run_env(tmp_path, cluster),
                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     started = []
     try:
-        deadline = time.time() + 180
+        deadline = time.monotonic() + 180
         while not any("Iteration" in log.read_text(errors="replace")
                       for log in (tmp_path / "out").glob("mnist/runs/*/caffe.log")):
-            assert killed.poll() is None and time.time() < deadline, killed.stderr.read()[-2000:]
+            assert killed.poll() is None and time.monotonic() < deadline, killed.stderr.read()[-2000:]
             time.sleep(0.2)
         started = list({p.pid: p for p in cluster_processes(cluster) + psutil.Process(killed.pid).children(
             recursive=True)}.values())  # Caffe, the monitor too
         killed.kill()
         killed.wait()
-        deadline = time.time() + 5
-        while alive(started) and time.time() < deadline:
+        deadline = time.monotonic() + 5
+        while alive(started) and time.monotonic() < deadline:
             time.sleep(0.05)
         assert not alive(started), describe(alive(started))
     finally:
@@ -114,8 +114,8 @@ time.sleep(600)
 def test_what_a_killed_owner_left_running_is_stopped_by_the_next_run_which_says_so(tiny_redis, tmp_path):
     data, cluster = tiny_redis
     assert not cluster.running()
-    owner = subprocess.Popen([sys.executable, "-c", LEFT_BY, str(cluster.root), str(PORT), str(ROOT)],
-                             env=run_env(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    owner = subprocess.Popen([sys.executable, "-c", LEFT_BY, str(cluster.root), str(cluster.port), str(ROOT)],
+                             env=run_env(tmp_path, cluster), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     left = []
     try:
         pids = owner.stdout.readline().split()
@@ -125,7 +125,7 @@ def test_what_a_killed_owner_left_running_is_stopped_by_the_next_run_which_says_
         owner.wait()
         time.sleep(1)
         assert alive(left) == left  # its death signal could not act: they outlive it
-        after = run(run_args(data, tmp_path / "out", 20), env=run_env(tmp_path))
+        after = run(run_args(data, tmp_path / "out", 20), env=run_env(tmp_path, cluster))
         servers = ", ".join(str(p.pid) for p in left[:2])
         said = [line for line in after.stderr.splitlines() if line.startswith("stopping the Redis cluster")]
         assert said == [f"stopping the Redis cluster under {cluster.root} (redis-server pids {servers}; keeper pid "

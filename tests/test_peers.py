@@ -131,6 +131,23 @@ def test_imagenets_first_batch_is_compared_with_the_centre_crop(imagenet_small, 
     assert found["cells"] == [] and "max |difference| 0 over 8 rows" in table
 
 
+def test_caffe_lmdb_has_a_row_per_transform_thread_count_with_the_same_first_batch(imagenet_small, tmp_path):
+    """Caffe's LMDB row at 1..cores transform threads (patch 0028) beside the peers' thread counts:
+    a row per count, each one's first batch equal to one thread's, float for float."""
+    found, table = peers(imagenet_small, tmp_path, "--datasets", "imagenet", "--loaders", "caffe",
+                         "--forms", "lmdb", "--threads", "3", "--checks-only")
+    diffs = found["first_batch_max_difference"]["imagenet"]
+    assert sorted(diffs) == ["caffe lmdb (1 prefetch thread)", "caffe lmdb (2 transform threads)",
+                             "caffe lmdb (3 transform threads)"], diffs
+    assert set(diffs.values()) == {0.0}, diffs
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("peers_benchmark", ROOT / "benchmarks" / "peers.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    assert bench.caffe_read_options("lmdb", 3) == {"transform_threads": 3}  # what the row's net is given
+    assert bench.caffe_read_options("lmdb", 1) is None and bench.caffe_read_options("images", 2) == {"decode_threads": 2}
+
+
 def test_a_row_with_nothing_to_compare_is_not_kept(mnist_small, tmp_path):
     """Without Caffe LMDB's first batch (its data.mdb gone) no row can be compared: each is
     refused with that reason, nothing is tabled, and the run exits 1."""

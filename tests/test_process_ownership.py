@@ -19,16 +19,13 @@ import pytest
 import toolchain
 from conftest import ROOT, run
 
-BASE = int(os.environ["IMGSTORE_REDIS_PORT"])
-SLOW_PORT, FAKE_PORT, CLI_PORT = BASE + 200, BASE + 210, BASE + 220  # + proxies at +100, buses at +10000
-
 
 def gone(proc, timeout):
     """Whether `proc` (a psutil.Process: a pid and its start time) has exited within `timeout` s."""
     from data_prep.redis_cluster import _zombie
-    deadline = time.time() + timeout
+    deadline = time.monotonic() + timeout
     while proc.is_running() and not _zombie(proc.pid):
-        if time.time() > deadline:
+        if time.monotonic() > deadline:
             return False
         time.sleep(0.05)
     return True
@@ -41,12 +38,12 @@ def started_ticks(pid):
 
 
 @pytest.fixture
-def stand_ins(tmp_path):
+def stand_ins(tmp_path, redis_port):
     """Three long sleeps whose command lines pass for a cluster's: a `redis-server` working in node
     0's folder, `python -m data_prep.redis_keeper ROOT` (a module of that name that sleeps) and a
     process whose argv[0] is the delay proxy's path. Yields (cluster, {pid file: Popen})."""
     from data_prep.redis_cluster import Cluster
-    c = Cluster(tmp_path / "redis-cluster", port=FAKE_PORT, nodes=1)
+    c = Cluster(tmp_path / "redis-cluster", port=redis_port, nodes=1)
     c.node_dir(0).mkdir(parents=True)
     (tmp_path / "bin").mkdir()
     (tmp_path / "bin" / "redis-server").symlink_to("/bin/sleep")  # its name: the link's
@@ -59,9 +56,9 @@ def stand_ins(tmp_path):
              c.root / "keeper.pid": subprocess.Popen([sys.executable, "-m", "data_prep.redis_keeper", str(c.root)],
                                                      cwd=tmp_path / "elsewhere"),
              c.root / "proxy.pid": subprocess.Popen(["bash", "-c", f"exec -a {toolchain.DELAY_PROXY} sleep 60"])}
-    deadline = time.time() + 10  # until each has exec'd into what it stands for
+    deadline = time.monotonic() + 10  # until each has exec'd into what it stands for
     while not (c.server_pids()[0] and c.keeper_pid() and c.proxy_pid()):
-        assert time.time() < deadline, "the stand-ins do not pass for the cluster's processes"
+        assert time.monotonic() < deadline, "the stand-ins do not pass for the cluster's processes"
         for pidfile, p in procs.items():
             pidfile.write_text(f"{p.pid}\n")
         time.sleep(0.1)
@@ -96,9 +93,9 @@ def test_a_process_that_ignores_sigterm_is_killed_after_the_wait():
                                 stdout=subprocess.PIPE, text=True)
     try:
         assert stubborn.stdout.readline().strip() == "ready"
-        t = time.time()
+        t = time.monotonic()
         Cluster._stop(psutil.Process(stubborn.pid), timeout=0.5)
-        assert stubborn.poll() is not None and 0.5 <= time.time() - t < 5  # (reaped by _stop: no status left)
+        assert stubborn.poll() is not None and 0.5 <= time.monotonic() - t < 5  # (reaped by _stop: no status left)
     finally:
         stubborn.kill()
         stubborn.wait()
@@ -113,27 +110,27 @@ def slow_redis_server(folder, before):
     return folder
 
 
-def test_a_node_slow_to_start_listening_is_waited_for(tmp_path, monkeypatch):
+def test_a_node_slow_to_start_listening_is_waited_for(tmp_path, monkeypatch, redis_port):
     """Slower than redis-py's own retries of a refused connection (10, about 5 s at most)."""
     from data_prep.redis_cluster import Cluster
     folder = slow_redis_server(tmp_path / "bin", "sleep 7")
     monkeypatch.setenv("PATH", f"{folder}{os.pathsep}{os.environ['PATH']}")
-    c = Cluster(tmp_path / "redis-cluster", port=SLOW_PORT, nodes=1)
+    c = Cluster(tmp_path / "redis-cluster", port=redis_port, nodes=1)
     try:
-        t = time.time()
+        t = time.monotonic()
         assert c.start() is True
-        assert time.time() - t >= 7 and c.node_client(0).ping()
+        assert time.monotonic() - t >= 7 and c.node_client(0).ping()
     finally:
         c.stop()
     assert c.server_pids() == [None]
 
 
-def test_a_node_that_exits_at_its_start_is_named(tmp_path, monkeypatch):
+def test_a_node_that_exits_at_its_start_is_named(tmp_path, monkeypatch, redis_port):
     from data_prep.redis_cluster import Cluster, ClusterError
     folder = slow_redis_server(tmp_path / "bin", "sleep 1; exit 3")
     monkeypatch.setenv("PATH", f"{folder}{os.pathsep}{os.environ['PATH']}")
-    c = Cluster(tmp_path / "redis-cluster", port=SLOW_PORT, nodes=1)
-    with pytest.raises(ClusterError, match=rf"redis-server node 0 \(127.0.0.1:{SLOW_PORT}\) exited"):
+    c = Cluster(tmp_path / "redis-cluster", port=redis_port, nodes=1)
+    with pytest.raises(ClusterError, match=rf"redis-server node 0 \(127.0.0.1:{redis_port}\) exited"):
         c.start(timeout=20)
 
 
@@ -151,9 +148,9 @@ def test_the_warm_up_reader_dies_with_the_process_that_started_it(tmp_path):
     owner = subprocess.Popen([sys.executable, "-c", READER_OWNER, str(fifo), str(ROOT)])
     reader = None
     try:
-        deadline = time.time() + 30
+        deadline = time.monotonic() + 30
         while not reader:
-            assert owner.poll() is None and time.time() < deadline
+            assert owner.poll() is None and time.monotonic() < deadline
             children = psutil.Process(owner.pid).children()
             reader = children[0] if children else None
             time.sleep(0.05)
@@ -167,12 +164,12 @@ def test_the_warm_up_reader_dies_with_the_process_that_started_it(tmp_path):
             reader.kill()
 
 
-def test_a_cluster_started_from_the_command_line_outlives_the_command(tmp_path, monkeypatch):
+def test_a_cluster_started_from_the_command_line_outlives_the_command(tmp_path, monkeypatch, redis_port):
     from data_prep.redis_cluster import PASSWORD_ENV, Cluster
     monkeypatch.setenv(PASSWORD_ENV, "outlives-the-command-0123456789")
     run([sys.executable, "-m", "data_prep.redis_cluster", "start", "--data", str(tmp_path), "--nodes", "1",
-         "--replicas", "1", "--rtt", "2ms", "--port", str(CLI_PORT)], cwd=ROOT)
-    c = Cluster(tmp_path / "redis-cluster", port=CLI_PORT)
+         "--replicas", "1", "--rtt", "2ms", "--port", str(redis_port)], cwd=ROOT)
+    c = Cluster(tmp_path / "redis-cluster", port=redis_port)
     try:
         time.sleep(1)  # a death signal would have come when the command exited
         assert c.running() and c.keeper_pid() and c.proxy_pid()

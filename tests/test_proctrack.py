@@ -31,3 +31,12 @@ def test_threads_that_end_between_samples_are_counted_as_not_sampled():
     assert found["cpu_seconds"] >= 1.0, found
     assert roles[proctrack.UNSAMPLED] >= 0.5 * found["cpu_seconds"], roles  # most of it: no sample saw those threads
     assert sum(roles.values()) == pytest.approx(found["cpu_seconds"], abs=0.01)
+
+
+def test_the_data_layers_transform_threads_count_in_the_data_path():
+    """caffe/patches/0028 names the Data layer's pool threads caffe-transform: their CPU is the
+    data path's, beside the prefetch thread's, as ImageData's caffe-decode threads' is."""
+    by_role = proctrack.roles({1: ("python", 1.0), 2: ("caffe-prefetch", 2.0), 3: ("caffe-transform", 0.5),
+                               4: ("caffe-transform", 0.25), 5: ("caffe-decode", 0.125)}, pid=1)
+    assert by_role[proctrack.TRANSFORM] == 0.75 and by_role[proctrack.PREFETCH] == 2.0
+    assert proctrack.readers_cpu(by_role) == 0.875 and proctrack.OTHER not in by_role

@@ -14,7 +14,7 @@ import psutil
 import pytest
 
 import toolchain
-from conftest import ROOT, net_process, run
+from conftest import ROOT, net_process, redis_ports, run
 
 
 @pytest.fixture(scope="session")
@@ -43,10 +43,13 @@ def redis_cifar(cifar_small, cluster):
 @pytest.fixture(scope="module")
 def scratch_cluster(tmp_path_factory):
     from data_prep.redis_cluster import Cluster
-    c = Cluster(tmp_path_factory.mktemp("scratch") / "redis-cluster", port=int(os.environ["IMGSTORE_REDIS_PORT"]) + 20)
-    c.start()
-    yield c
-    c.stop()
+    with redis_ports() as port:
+        c = Cluster(tmp_path_factory.mktemp("scratch") / "redis-cluster", port=port)
+        try:
+            c.start()
+            yield c
+        finally:
+            c.stop()
 
 
 @pytest.fixture
@@ -212,9 +215,9 @@ def test_a_node_killed_during_training_stops_it_within_seconds_naming_the_node(r
         os.kill(victim, signal.SIGKILL)
         p.stdin.write("go\n")
         p.stdin.flush()
-        started = time.time()
+        started = time.monotonic()
         out, err = p.communicate(timeout=30)
-        assert time.time() - started < 15
+        assert time.monotonic() - started < 15
         assert p.returncode != 0 and "done" not in out
         assert f"Redis node 127.0.0.1:{running.port + 1}" in err and "cifar10:test:" in err
         assert "the cluster has no replica of it to take over" in err
@@ -234,9 +237,9 @@ def test_an_incomplete_data_set_is_refused_then_rewritten(scratch, tmp_path):
                               env=dict(os.environ), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     c = redis_store.client(running)
     try:
-        deadline = time.time() + 120
+        deadline = time.monotonic() + 120
         while c.llen("mnist:train:~index") < 1000:
-            assert writer.poll() is None and time.time() < deadline, writer.stderr.read().decode()
+            assert writer.poll() is None and time.monotonic() < deadline, writer.stderr.read().decode()
             time.sleep(0.05)
         writer.kill()
         writer.wait()
@@ -383,3 +386,41 @@ def test_the_servers_io_threads_are_set_at_start_and_said(scratch):
         assert Cluster(scratch.root, port=scratch.port).start() is False  # none asked: as it runs
     finally:
         Cluster(scratch.root, port=scratch.port, io_threads=1).start()
+
+
+def test_the_suites_port_blocks_never_overlap_nodes_proxies_or_buses():
+    from conftest import BLOCKS, block_port, block_ports
+    taken = [p for index in range(BLOCKS) for p in block_ports(block_port(index))]
+    assert len(taken) == len(set(taken)) and max(taken) < 65536
+
+
+def test_each_user_of_redis_ports_gets_free_ports_of_its_own_and_the_environment_back():
+    import socket
+    from conftest import block_ports, redis_port_in_environment, redis_ports
+    suites = os.environ["IMGSTORE_REDIS_PORT"]
+    with redis_ports() as first:
+        with redis_ports() as second:
+            assert not set(block_ports(first)) & set(block_ports(second))  # held: not handed out twice
+        with socket.socket() as busy:  # a server of someone else's on the next block's proxy port
+            busy.bind(("127.0.0.1", second + 100))
+            busy.listen()
+            with redis_ports() as third:
+                assert third not in (first, second) and second + 100 not in block_ports(third)
+        with redis_port_in_environment() as port:
+            assert os.environ["IMGSTORE_REDIS_PORT"] == str(port) and port not in block_ports(first)
+    assert os.environ["IMGSTORE_REDIS_PORT"] == suites
+
+
+def test_the_environment_kept_is_put_back_even_a_variable_unset_before():
+    """data_prep makes a password into the environment when there is none: a helper that
+    recorded only the variables that were set would leave that one behind."""
+    from conftest import environment_kept
+    from data_prep.redis_cluster import PASSWORD_ENV, password
+    suites = os.environ.get(PASSWORD_ENV)
+    with environment_kept(**{PASSWORD_ENV: None}):
+        with environment_kept(PASSWORD_ENV):
+            made = bool(password() and os.environ.get(PASSWORD_ENV))
+            assert made  # (booleans: a failure must not print a password)
+        assert PASSWORD_ENV not in set(os.environ)
+    put_back = os.environ.get(PASSWORD_ENV) == suites
+    assert put_back

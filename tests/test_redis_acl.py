@@ -3,13 +3,10 @@
 @admin command. A writer with only its rules prepares and cleans; a reader with only its rules
 trains from the data (Caffe's REDIS reader and the run's warming), the servers' INFO recorded as
 not available to it."""
-import os
-
 import pytest
 
+from conftest import redis_ports
 from test_redis_foreign_keys import all_keys, as_user, user_cluster
-
-PORT_OFFSET = 50  # from IMGSTORE_REDIS_PORT: ports no other test file uses
 
 
 @pytest.fixture(scope="module")
@@ -17,7 +14,7 @@ def lab(tmp_path_factory):
     from data_prep import redis_external
     root = tmp_path_factory.mktemp("acl")
     users = {"imgstore-writer": redis_external.WRITER_RULES, "imgstore-reader": redis_external.READER_RULES}
-    with user_cluster(root, int(os.environ["IMGSTORE_REDIS_PORT"]) + PORT_OFFSET, users) as found:
+    with redis_ports() as port, user_cluster(root, port, users) as found:
         yield found
 
 

@@ -1,7 +1,7 @@
 """A Redis Cluster that changes under a reader: slots migrated while Caffe's Data layer reads a
 pass (directly and through the delay proxy), a resharded cluster started again, an index that
 no longer matches its completion marker, a port another cluster holds, a cluster a run found
-running. Real redis-server processes, real Caffe; a cluster of its own (ports +40)."""
+running. Real redis-server processes, real Caffe; a cluster of its own (ports of its own)."""
 import hashlib
 import os
 import subprocess
@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from conftest import ROOT, run
+from conftest import ROOT, redis_port_in_environment, run
 
 STEP_SCRIPT = """
 import hashlib, sys, caffe
@@ -31,16 +31,14 @@ def own(tmp_path_factory):
     from data_prep import build
     from data_prep.redis_cluster import Cluster
     root = tmp_path_factory.mktemp("changes")
-    port = int(os.environ["IMGSTORE_REDIS_PORT"]) + 40
-    os.environ["IMGSTORE_REDIS_PORT"] = str(port)
-    cluster = Cluster(root / "redis-cluster", port=port)
-    try:
-        build.prepare("cifar10", ["lmdb", "redis"], root, count=400, progress=False, log=lambda *_: None)
-        cluster.start()
-        yield cluster, root / "cifar10"
-    finally:
-        cluster.stop()
-        os.environ["IMGSTORE_REDIS_PORT"] = str(port - 40)
+    with redis_port_in_environment() as port:
+        cluster = Cluster(root / "redis-cluster", port=port)
+        try:
+            build.prepare("cifar10", ["lmdb", "redis"], root, count=400, progress=False, log=lambda *_: None)
+            cluster.start()
+            yield cluster, root / "cifar10"
+        finally:
+            cluster.stop()
 
 
 def records_in_test_split(dest):
@@ -200,14 +198,14 @@ def test_a_silent_node_behind_the_proxy_is_named_not_just_the_proxy(own, tmp_pat
     victim = 1
 
     def silence_a_node_then_wake_it():
-        pid, deadline = cluster.server_pids()[victim], time.time() + 120
-        while time.time() < deadline:
+        pid, deadline = cluster.server_pids()[victim], time.monotonic() + 120
+        while time.monotonic() < deadline:
             logs = list((tmp_path / "cifar10" / "runs").glob("*/caffe.log"))
             if logs and ", loss = " in logs[0].read_text(errors="replace"):  # training has begun
                 os.kill(pid, signal.SIGSTOP)
                 break
             time.sleep(0.05)
-        while time.time() < deadline and "no reply for" not in logs[0].read_text(errors="replace"):
+        while time.monotonic() < deadline and "no reply for" not in logs[0].read_text(errors="replace"):
             time.sleep(0.05)
         os.kill(pid, signal.SIGCONT)
     thread = threading.Thread(target=silence_a_node_then_wake_it)
@@ -235,14 +233,14 @@ def test_the_migration_benchmark_measures_a_stall_where_the_batches_stopped():
     assert rest_pause == pytest.approx(0) and abs(rest_lost) < 0.002
 
 
-def test_the_migration_benchmark_moves_slots_under_a_reading_net(tmp_path):
-    """Its own cluster (ports +80), a few slots moved directly and through the proxy."""
+def test_the_migration_benchmark_moves_slots_under_a_reading_net(tmp_path, redis_port):
+    """Its own cluster (ports of its own), a few slots moved directly and through the proxy."""
     import json
     from benchmarks import redis_migration
-    port = int(os.environ["IMGSTORE_REDIS_PORT"]) + 80
+    suites = os.environ["IMGSTORE_REDIS_PORT"]
     assert redis_migration.main(["--count", "400", "--slots", "3", "--rounds", "1", "--rtt", "2", "--before", "3",
-                                 "--port", str(port), "--json", str(tmp_path / "m.json")]) == 0
-    assert os.environ["IMGSTORE_REDIS_PORT"] == str(port - 80)  # given back to the suite
+                                 "--port", str(redis_port), "--json", str(tmp_path / "m.json")]) == 0
+    assert os.environ["IMGSTORE_REDIS_PORT"] == suites  # given back to the suite
     rounds = json.loads((tmp_path / "m.json").read_text())["rounds"]
     assert [r["rtt_ms_asked"] for r in rounds] == [None, 2.0] and all(r["slots"] == 3 for r in rounds)
     # the reader went on through the move: no stall as long as the migration itself (and its settling)

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, redis_ports
 
 PY = str(ROOT / ".venv" / "bin" / "python")
 USER = "lab-reader"
@@ -20,18 +20,21 @@ USER = "lab-reader"
 def lab(tmp_path_factory):
     """(the cluster, its seeds, a password file of the ACL user's, readable by its owner alone)."""
     from data_prep.redis_cluster import Cluster
-    c = Cluster(tmp_path_factory.mktemp("lab") / "redis-cluster", port=int(os.environ["IMGSTORE_REDIS_PORT"]) + 40)
-    c.start()
-    secret = "lab-" + os.urandom(8).hex()
-    for i in range(len(c.node_ports())):
-        node = c.node_client(i)
-        node.execute_command("ACL", "SETUSER", USER, "reset", "on", f">{secret}", "~imgstore:*", "+@all")
-        node.close()
-    password_file = tmp_path_factory.mktemp("secret") / "password"
-    password_file.write_text(secret + "\n")
-    password_file.chmod(0o600)
-    yield c, f"127.0.0.1:{c.port}", password_file, secret
-    c.stop()
+    with redis_ports() as port:
+        c = Cluster(tmp_path_factory.mktemp("lab") / "redis-cluster", port=port)
+        try:
+            c.start()
+            secret = "lab-" + os.urandom(8).hex()
+            for i in range(len(c.node_ports())):
+                node = c.node_client(i)
+                node.execute_command("ACL", "SETUSER", USER, "reset", "on", f">{secret}", "~imgstore:*", "+@all")
+                node.close()
+            password_file = tmp_path_factory.mktemp("secret") / "password"
+            password_file.write_text(secret + "\n")
+            password_file.chmod(0o600)
+            yield c, f"127.0.0.1:{c.port}", password_file, secret
+        finally:
+            c.stop()
 
 
 def cli(script, args, password_file, user=USER):

@@ -2,13 +2,14 @@
 a password): a master killed with SIGKILL while Caffe's Data layer reads a pass is failed over
 to its replica (by the project's keeper at once, or by Redis's own detection without it), and
 the reader carries on with the same record sequence as LMDB's; the log and the record say the
-failover, who made it and its pause. A cluster of its own (ports +60)."""
+failover, who made it and its pause. A cluster of its own (ports of its own)."""
 import os
 import re
 import signal
 
 import pytest
 
+from conftest import redis_port_in_environment
 from test_redis_cluster_changes import Stepper, net_file
 
 PAUSE = re.compile(r"Redis failover: node (\S+) lost, its slots served by (\S+) after ([0-9.]+) s")
@@ -21,16 +22,14 @@ def replicated(tmp_path_factory):
     from data_prep import build
     from data_prep.redis_cluster import Cluster
     root = tmp_path_factory.mktemp("failover")
-    port = int(os.environ["IMGSTORE_REDIS_PORT"]) + 60
-    os.environ["IMGSTORE_REDIS_PORT"] = str(port)
-    cluster = Cluster(root / "redis-cluster", port=port, replicas=1)
-    try:
-        cluster.start()
-        build.prepare("cifar10", ["lmdb", "redis"], root, count=400, progress=False, log=lambda *_: None)
-        yield cluster, root / "cifar10"
-    finally:
-        cluster.stop()
-        os.environ["IMGSTORE_REDIS_PORT"] = str(port - 60)
+    with redis_port_in_environment() as port:
+        cluster = Cluster(root / "redis-cluster", port=port, replicas=1)
+        try:
+            cluster.start()
+            build.prepare("cifar10", ["lmdb", "redis"], root, count=400, progress=False, log=lambda *_: None)
+            yield cluster, root / "cifar10"
+        finally:
+            cluster.stop()
 
 
 def test_the_cluster_has_a_replica_for_every_master_and_says_so(replicated):
@@ -151,8 +150,8 @@ def test_a_training_run_goes_on_through_a_failover_and_records_it(replicated, tm
     cluster, dest = replicated
 
     def kill_a_master_at_iteration_100():
-        deadline = time.time() + 120
-        while time.time() < deadline:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
             logs = list((tmp_path / "cifar10" / "runs").glob("*/caffe.log"))
             if logs and "Iteration 100" in logs[0].read_text(errors="replace"):
                 victim = cluster.masters_ports()[0]
@@ -182,14 +181,14 @@ def test_a_training_run_goes_on_through_a_failover_and_records_it(replicated, tm
     assert 0 <= first["pause_seconds"] - first["promoted_after_seconds"] < 1.0, first
 
 
-def test_the_failover_benchmark_kills_a_master_with_and_without_the_keeper(tmp_path):
-    """Its own cluster (ports +90, proxies +190), one round of its three cells."""
+def test_the_failover_benchmark_kills_a_master_with_and_without_the_keeper(tmp_path, redis_port):
+    """Its own cluster (ports of its own), one round of its three cells."""
     import json
     from benchmarks import redis_failover
-    port = int(os.environ["IMGSTORE_REDIS_PORT"]) + 90
+    suites = os.environ["IMGSTORE_REDIS_PORT"]
     assert redis_failover.main(["--count", "400", "--rounds", "1", "--rtt", "2", "--before", "2",
-                                "--port", str(port), "--json", str(tmp_path / "f.json")]) == 0
-    assert os.environ["IMGSTORE_REDIS_PORT"] == str(port - 90)  # given back to the suite
+                                "--port", str(redis_port), "--json", str(tmp_path / "f.json")]) == 0
+    assert os.environ["IMGSTORE_REDIS_PORT"] == suites  # given back to the suite
     rounds = json.loads((tmp_path / "f.json").read_text())["rounds"]
     assert [(r["failed_over_by_asked"], r["rtt_ms_asked"]) for r in rounds] == [
         ("keeper", None), ("keeper", 2.0), ("redis", None)]

@@ -13,10 +13,9 @@ from contextlib import contextmanager
 
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, environment_kept, redis_ports
 
 PY = str(ROOT / ".venv" / "bin" / "python")
-PORT_OFFSET = 30  # from IMGSTORE_REDIS_PORT: ports no other test file uses
 USER = "lab-trainer"
 # every key in reach (only the code keeps to imgstore:), and no @dangerous command (INFO, KEYS, FLUSHALL)
 RULES = ("~*", "+@all", "-@dangerous")
@@ -38,27 +37,23 @@ def user_cluster(root, port, users):
     {name: rules} set on every node. Yields (cluster, seeds, {name: a password file, mode 600}).
     IMGSTORE_REDIS_PASSWORD, which Cluster sets when it is unset, is put back as it was."""
     from data_prep.redis_cluster import PASSWORD_ENV, Cluster
-    before = os.environ.get(PASSWORD_ENV)
     cluster = Cluster(root / "redis-cluster", port=port)
-    try:
-        cluster.start()
-        files = {}
-        for name, rules in users.items():
-            secret = f"{name}-" + os.urandom(8).hex()
-            for i in range(len(cluster.node_ports())):
-                node = cluster.node_client(i)
-                node.execute_command("ACL", "SETUSER", name, "reset", "on", f">{secret}", *rules)
-                node.close()
-            files[name] = root / f"{name}.password"
-            files[name].write_text(secret + "\n")
-            files[name].chmod(0o600)
-        yield cluster, f"127.0.0.1:{cluster.port}", files
-    finally:
-        cluster.stop()
-        if before is None:
-            os.environ.pop(PASSWORD_ENV, None)
-        else:
-            os.environ[PASSWORD_ENV] = before
+    with environment_kept(PASSWORD_ENV):
+        try:
+            cluster.start()
+            files = {}
+            for name, rules in users.items():
+                secret = f"{name}-" + os.urandom(8).hex()
+                for i in range(len(cluster.node_ports())):
+                    node = cluster.node_client(i)
+                    node.execute_command("ACL", "SETUSER", name, "reset", "on", f">{secret}", *rules)
+                    node.close()
+                files[name] = root / f"{name}.password"
+                files[name].write_text(secret + "\n")
+                files[name].chmod(0o600)
+            yield cluster, f"127.0.0.1:{cluster.port}", files
+        finally:
+            cluster.stop()
 
 
 def as_user(script, args, seeds, password_file, user, tmp_path):
@@ -86,7 +81,7 @@ def seed_foreign(admin):
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
     root = tmp_path_factory.mktemp("foreign")
-    with user_cluster(root, int(os.environ["IMGSTORE_REDIS_PORT"]) + PORT_OFFSET, {USER: RULES}) as (c, seeds, files):
+    with redis_ports() as port, user_cluster(root, port, {USER: RULES}) as (c, seeds, files):
         yield c, seeds, files[USER]
 
 

@@ -29,13 +29,14 @@ NOBODY = 65534
 
 
 def processes_under(folder):
-    """Processes whose working folder is under `folder` (Caffe runs in its run folder), until
-    they are gone: a zombie whose other threads still exit still holds its files."""
+    """This user's processes whose working folder is `folder` or under it, a folder the test made
+    (Caffe runs in its run folder): what the test's run started, and nothing another session runs.
+    Until they are gone: a zombie whose other threads still exit still holds its files."""
     from data_prep.redis_cluster import _zombie
     out = []
-    for p in psutil.process_iter():
+    for p in psutil.process_iter(["uids"]):
         try:
-            if str(folder) in p.cwd() and not _zombie(p.pid):
+            if p.info["uids"].real == os.getuid() and Path(p.cwd()).is_relative_to(folder) and not _zombie(p.pid):
                 out.append(p)
         except psutil.ZombieProcess:
             if not _zombie(p.pid):
@@ -51,38 +52,86 @@ def imgstore_cgroups():
     return sorted(p for p in list(root.glob("imgstore/*")) + list(root.glob("*/imgstore/*")) if p.is_dir())
 
 
-def test_run_py_killed_with_sigkill_leaves_nothing_after_the_next_start(mnist_small, tmp_path):
+def cgroups_of_runs(out):
+    """The cgroups of the runs under the results folder `out` (a group is named after its run's
+    group id, which starts each run folder's name): none of another session's."""
+    runs = [d.name for d in out.glob("*/runs/*")]
+    return [g for g in imgstore_cgroups() if any(r == g.name or r.startswith(g.name + "-s") for r in runs)]
+
+
+def rings_of(lmdb_folder, used):
+    """The shared LMDB rings of the databases under `lmdb_folder` (named after their data.mdb)
+    that a solver holds (`used`) or that none holds: none of another data set's."""
     from data_prep.backends import lmdb_store
+    unused = lmdb_store.unused_rings()
+    return [r for mdb in sorted(lmdb_folder.glob("*/data.mdb")) for r in lmdb_store.shared_rings(mdb)
+            if (r in unused) != used]
+
+
+def other_runs_of_this_user(out):
+    """Whether a run.py of this user's other than those writing to `out` runs now (another test
+    session's): a run's start removes whatever any killed run of this user left."""
+    for p in psutil.process_iter(["uids", "cmdline"]):
+        cmdline = p.info["cmdline"] or []
+        if p.info["uids"] and p.info["uids"].real == os.getuid() and any(a.endswith("experiments/run.py")
+                                                                         for a in cmdline[:2]):
+            if str(out) not in cmdline:
+                return True
+    return False
+
+
+def test_run_py_killed_with_sigkill_leaves_nothing_after_the_next_start(mnist_small, tmp_path):
+    out = tmp_path / "out"
     env = dict(os.environ, IMGSTORE_LOCK=str(tmp_path / "run.lock"))
     args = [sys.executable, str(ROOT / "experiments" / "run.py"), "mnist", "lmdb", "warm", "--accelerator", "5ms",
             "--lmdb-read", "shared", "--lmdb-shared-mb", "8", "--concurrent", "2", "--mem-limit", "2G",
-            "--data", str(mnist_small.parent), "--out", str(tmp_path / "out"), "--quiet"]
-    groups_before = imgstore_cgroups()
+            "--data", str(mnist_small.parent), "--out", str(out), "--quiet"]
     killed = subprocess.Popen(args + ["--iters", "100000"], env=env, stdout=subprocess.DEVNULL,
                               stderr=subprocess.PIPE, text=True)
-    deadline = time.time() + 120
-    while not any("Iteration" in log.read_text(errors="replace")
-                  for log in (tmp_path / "out").glob("mnist/runs/*/caffe.log")):
-        assert killed.poll() is None and time.time() < deadline, killed.stderr.read()[-2000:]
+    deadline = time.monotonic() + 120
+    while not any("Iteration" in log.read_text(errors="replace") for log in out.glob("mnist/runs/*/caffe.log")):
+        assert killed.poll() is None and time.monotonic() < deadline, killed.stderr.read()[-2000:]
         time.sleep(0.2)
-    rings_then = lmdb_store.unused_rings()  # the run's own are in use
-    assert processes_under(tmp_path / "out") and [g for g in imgstore_cgroups() if g not in groups_before]
+    rings, groups = rings_of(mnist_small / "lmdb", used=True), cgroups_of_runs(out)
+    assert processes_under(out) and rings and groups
+    others = other_runs_of_this_user(out)
     killed.kill()
     killed.wait()
-    deadline = time.time() + 10
-    while processes_under(tmp_path / "out"):  # the solvers and the monitor die with run.py
-        assert time.time() < deadline, [p.cmdline() for p in processes_under(tmp_path / "out")]
+    deadline = time.monotonic() + 10
+    while processes_under(out):  # the solvers and the monitor die with run.py
+        assert time.monotonic() < deadline, [p.cmdline() for p in processes_under(out)]
         time.sleep(0.1)
-    left_rings = [r for r in lmdb_store.unused_rings() if r not in rings_then]
-    left_groups = [g for g in imgstore_cgroups() if g not in groups_before]
-    assert left_rings and left_groups  # what the next start must remove
+    # what the next start must remove (a run of another test session of this user starting
+    # meanwhile removes them as well: then they need only be gone)
+    alone = not (others or other_runs_of_this_user(out))
+    assert not alone or all(path.exists() for path in rings + groups)
     after = run(args + ["--iters", "20"], env=env)
-    for path in left_rings:
-        assert f"removed {path}, left by an earlier run" in after.stderr and not path.exists()
-    for path in left_groups:
-        assert f"removed cgroup {path}, left by an earlier run" in after.stderr and not path.exists()
-    assert not lmdb_store.unused_rings() and not imgstore_cgroups()
-    assert not processes_under(tmp_path / "out")
+    assert not [path for path in rings + groups if path.exists()]
+    if alone and not other_runs_of_this_user(out):
+        for path in rings:
+            assert f"removed {path}, left by an earlier run" in after.stderr, after.stderr
+        for path in groups:
+            assert f"removed cgroup {path}, left by an earlier run" in after.stderr, after.stderr
+    assert not rings_of(mnist_small / "lmdb", used=False) and not cgroups_of_runs(out)
+    assert not processes_under(out)
+
+
+def test_processes_under_a_folder_are_this_users_in_it_alone(tmp_path):
+    """Another user's process in the folder, or this user's in a folder whose name merely starts
+    the same, is none of the test's."""
+    for folder in ("out", "out-sibling"):
+        (tmp_path / folder).mkdir()
+    sleep = ["sleep", "60"]  # (/bin: another user can run it)
+    ours = subprocess.Popen(sleep, cwd=tmp_path / "out")
+    sibling = subprocess.Popen(sleep, cwd=tmp_path / "out-sibling")
+    others = subprocess.Popen(sleep, cwd=tmp_path / "out", user=NOBODY) if os.getuid() == 0 else None
+    try:
+        assert [p.pid for p in processes_under(tmp_path / "out")] == [ours.pid]
+    finally:
+        for p in (ours, sibling, others):
+            if p:
+                p.kill()
+                p.wait()
 
 
 OWNER_SCRIPT = """
@@ -94,9 +143,9 @@ time.sleep(600)
 """
 
 
-def test_servers_whose_starter_was_killed_are_replaced_a_live_starters_are_not(tmp_path):
+def test_servers_whose_starter_was_killed_are_replaced_a_live_starters_are_not(tmp_path, redis_port):
     from data_prep.redis_cluster import Cluster, ClusterError
-    port, root = int(os.environ["IMGSTORE_REDIS_PORT"]) + 60, tmp_path / "redis-cluster"
+    port, root = redis_port, tmp_path / "redis-cluster"
     env = {k: v for k, v in os.environ.items() if k != "IMGSTORE_REDIS_PASSWORD"}  # it makes its own
     owner = subprocess.Popen([sys.executable, "-c", OWNER_SCRIPT, str(root), str(port)], cwd=ROOT, env=env,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -118,11 +167,11 @@ def test_servers_whose_starter_was_killed_are_replaced_a_live_starters_are_not(t
             Cluster._stop_pid(pid)
 
 
-def test_a_pid_file_naming_an_unrelated_process_never_gets_it_signalled(tmp_path):
+def test_a_pid_file_naming_an_unrelated_process_never_gets_it_signalled(tmp_path, redis_port):
     from data_prep.redis_cluster import Cluster
     bystander = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
-        c = Cluster(tmp_path / "redis-cluster", port=int(os.environ["IMGSTORE_REDIS_PORT"]) + 70, nodes=1)
+        c = Cluster(tmp_path / "redis-cluster", port=redis_port, nodes=1)
         c.node_dir(0).mkdir(parents=True)
         for pidfile in (c.root / "keeper.pid", c.root / "proxy.pid", c.node_dir(0) / "redis.pid"):
             pidfile.write_text(f"{bystander.pid}\n")
@@ -137,11 +186,11 @@ def test_a_pid_file_naming_an_unrelated_process_never_gets_it_signalled(tmp_path
 def test_training_that_stalls_is_stopped_with_an_error_naming_its_log(tmp_path):
     from experiments.training import Progress, Stalled, train_all
     (tmp_path / "run").mkdir()
-    started = time.time()
+    started = time.monotonic()
     with pytest.raises(Stalled, match=f"for [2-9] s .*{tmp_path / 'run' / 'caffe.log'}"):
         train_all([(["sleep", "60"], tmp_path / "run")], dict(os.environ), None,
                   Progress(tmp_path / "run" / "caffe.log", 10, 1, enabled=False), stall_seconds=2)
-    assert time.time() - started < 10
+    assert time.monotonic() - started < 10
     assert not [p for p in psutil.Process().children(recursive=True) if p.cmdline() == ["sleep", "60"]]
 
 

@@ -3,8 +3,14 @@ and what the key-value backends (LMDB, LevelDB) share: writing in batches, Caffe
 import numpy as np
 
 from caffe.proto import caffe_pb2
+from data_prep.options import Option
 
 COMMIT_EVERY = 1000  # records per transaction/batch, as Caffe's convert_* tools commit
+
+# the Data layer's option every Datum backend declares (one declaration: run.py makes one flag of it)
+TRANSFORM_THREADS = Option("transform_threads", "threads that transform a batch's records (default 1, stock "
+                           "Caffe: the prefetch thread alone); the records are still read and the random crops "
+                           "and mirrors drawn on the prefetch thread in the stock order", minimum=1, patch="0028")
 
 
 def key(name):

@@ -39,6 +39,7 @@ def settle(path):
 class LevelDBBackend(datum.DatumBackend, Backend):
     name, label, color = "leveldb", "LevelDB", "#66a61e"
     db = "LEVELDB"
+    options = (datum.TRANSFORM_THREADS,)
 
     def writer(self, split, dest, ctx):
         return _Writer(self.paths(dest, split.phase)[0])

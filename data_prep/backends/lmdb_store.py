@@ -54,7 +54,8 @@ class LMDBBackend(datum.DatumBackend, Backend):
                       minimum=1, patch="0013"),
                Option("lmdb_shared_mb", "shared: MiB of the ring in /dev/shm, one per database, shared by the "
                              "host's solvers (default 64; counted once, in the memory of the solver that wrote it)",
-                      minimum=1, patch="0015"))
+                      minimum=1, patch="0015"),
+               datum.TRANSFORM_THREADS)
 
     def writer(self, split, dest, ctx):
         return _Writer(self.paths(dest, split.phase)[0])

@@ -285,7 +285,8 @@ class RedisBackend(datum.DatumBackend, Backend):
                Option("redis_io", "where Caffe's reader receives and parses the replies: thread (default: an I/O "
                       "thread of its own, beside the prefetch thread's transform) or inline (on the prefetch "
                       "thread, the reader before patch 0016)", kind="choice", choices=("thread", "inline"),
-                      proto_enum="RedisIO", patch="0016"))
+                      proto_enum="RedisIO", patch="0016"),
+               datum.TRANSFORM_THREADS)
 
     def unsupported(self, dataset):
         if shutil.which("redis-server") is None and not redis_external.seeds_asked():

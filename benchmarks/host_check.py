@@ -1,0 +1,334 @@
+#!/usr/bin/env python3
+"""make host-check: do the committed answers apply to this host? Measures this host's CPU probe
+(monitor/cpu_probe.py), predicts a handful of reference cells from the reference host's
+committed records scaled by the two hosts' probes (experiments/prediction.py: the model and its
+assumptions), measures the same cells here through experiments/run.py (n rounds, interleaved),
+and prints per cell the reference, predicted and measured solver seconds, measured over
+predicted, and whether the committed answer applies here (measured within 15% of the
+reference's) or moves (and whether the prediction saw it coming).
+
+  python benchmarks/host_check.py                          # about 5 minutes on a 2-core host
+  python benchmarks/host_check.py --dry-run                # the plan, its commands and time
+  python benchmarks/host_check.py --cells mnist-lmdb --rounds 1
+  python benchmarks/host_check.py --reference results/host-check/HOST   # another host's check as reference
+  python benchmarks/host_check.py --report --out results/h100-calibrate  # the table again, nothing run
+
+The cells (emulated H100, warm page cache): MNIST LMDB (compute-bound: should not move with the
+probe), MNIST and CIFAR-10 image files (data-path-bound on the per-file work), ImageNet LMDB
+(pixel work), and CIFAR-10 LMDB as one capacity point: one solver's AU and the number of
+solvers the data path's CPU allows on this host's cores (analysis/capacity.py cpu_allows).
+Each cell's reference is the newest committed folder that holds it with CPU probes (REFERENCE).
+
+Records land in results/host-check/<CPU model>-<cores>c-probe<images/s>/ (one folder per host),
+with benchmarks/host_check_probe.json (this host's probe) and host-check.json (the table's
+numbers). Runs already recorded there are kept (run.py skips them), so a check cut short goes on
+where it stopped. Exit status: 0 every run finished; 1 a run failed; 2 refused (bad input).
+"""
+import argparse
+import dataclasses
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from analysis import capacity  # noqa: E402
+from data_prep import build  # noqa: E402
+from experiments import prediction, record, runner  # noqa: E402
+from monitor import cpu_probe  # noqa: E402
+
+TOLERANCE = 0.15   # a committed answer applies to a host where its cell lands within this
+ROUNDS = 3
+ACCELERATOR = "h100"
+PROBE_REPEATS = 3
+BUSY_LOAD = 0.5    # cores busy above this share of them just before the probe: other work is running here
+IMAGENET_COUNT = 2000  # train images of the ImageNet stand-in where it must be prepared here
+# The README's answer (results/ci-2core-emulated-h100-calibrated) was measured before records
+# carried the CPU probe, so it cannot be scaled; the same 2-core CI host's newer folders can.
+GPU_STEP_CELLS = "results/ci-2core-gpu-step-cells"  # 2-core CI, both probes, the GPU step's cells
+CAPACITY = "results/ci-2core-make-capacity"         # 2-core CI, pixel probe, make capacity's cells
+IMAGENET_LMDB = "results/h200-calibrate"            # 16-core Xeon: the only ImageNet LMDB runs with a probe
+
+
+@dataclasses.dataclass(frozen=True)
+class Cell:
+    name: str
+    dataset: str
+    backend: str
+    iters: int
+    reference: str
+    estimate_s: float     # one run here, run.py's start-up and warming included (2-core CI host)
+    capacity: bool = False
+
+    def matches(self, r):
+        """Whether record r is a run of this cell: warm, one solver, the emulated accelerator, stock reading."""
+        compute = r.compute or {}
+        return ((r.dataset, r.backend, r.cache, r.iterations_setting) == (self.dataset, self.backend, "warm", self.iters)
+                and not r.read_options and not r.concurrent
+                and (compute.get("mode"), compute.get("accelerator")) == ("emulated", ACCELERATOR))
+
+
+CELLS = [Cell("mnist-lmdb", "mnist", "lmdb", 5000, GPU_STEP_CELLS, 12),
+         Cell("mnist-images", "mnist", "images", 5000, GPU_STEP_CELLS, 18),
+         Cell("cifar10-images", "cifar10", "images", 1500, GPU_STEP_CELLS, 17),
+         Cell("imagenet-lmdb", "imagenet", "lmdb", 200, IMAGENET_LMDB, 25),
+         Cell("cifar10-lmdb-capacity", "cifar10", "lmdb", 1000, CAPACITY, 10, capacity=True)]
+PREPARE_S = {"mnist": 10, "cifar10": 15, "imagenet": 20}  # a dataset's backends prepared where missing (2 cores)
+
+
+def host_name(cpu_model, cores, pixels):
+    """results/host-check/<this name>: the CPU model, its cores and its pixel probe."""
+    model = re.sub(r"[^A-Za-z0-9]+", "-", re.sub(r"\((R|TM)\)", "", cpu_model or "unknown-cpu")).strip("-")
+    return f"{model}-{cores}c-probe{round(pixels) if pixels else 'unknown'}"
+
+
+def run_argv(cell, repeat, a, out):
+    return [sys.executable, str(ROOT / "experiments" / "run.py"), cell.dataset, cell.backend, "warm",
+            "--accelerator", ACCELERATOR, "--iters", str(cell.iters), "--iters-reason",
+            "cut to fit make host-check", "--repeats", str(repeat), "--data", str(a.data), "--out", str(out),
+            "--quiet"] + (["--count", str(IMAGENET_COUNT)] if cell.dataset == "imagenet" else []) \
+        + (["--gpu", str(a.gpu)] if a.gpu is not None else [])
+
+
+def missing_data(cells, data):
+    """{dataset: its backends with no complete artifact under `data`}: run.py prepares these before
+    its first run (an artifact that is there is used as it is, whatever it was made from)."""
+    missing = {}
+    for c in cells:
+        if build.load_manifest(Path(data) / c.dataset, c.backend) is None:
+            missing.setdefault(c.dataset, []).append(c.backend)
+    return missing
+
+
+def plan(cells, a, out):
+    """[(label, argv, estimated seconds)]: the rounds, the cells rotated each round so that a drift
+    of the host does not land on one cell; a cell's first run prepares its data where missing."""
+    missing, steps = missing_data(cells, a.data), []
+    for round_ in range(a.rounds):
+        shift = round_ % len(cells)
+        for c in cells[shift:] + cells[:shift]:
+            prepares = round_ == 0 and c.backend in missing.get(c.dataset, ())
+            label = f"round {round_ + 1}/{a.rounds}: {c.name}" + (" (its data prepared first)" if prepares else "")
+            steps.append((label, run_argv(c, round_ + 1, a, out), c.estimate_s + (PREPARE_S[c.dataset] if prepares else 0)))
+    return steps
+
+
+def reference_runs(cell, folder=None):
+    folder = ROOT / (folder or cell.reference)
+    return [r for r in record.load([folder]) if r.ok and cell.matches(r)] if folder.exists() else []
+
+
+def here_runs(cell, out):
+    return [r for r in record.load([out]) if r.ok and cell.matches(r)] if Path(out).exists() else []
+
+
+def measure_probe(repeats=PROBE_REPEATS):
+    """{work: median images/s} over `repeats` probes, and the probes themselves."""
+    probes = [cpu_probe.measure() for _ in range(repeats)]
+    medians = {w: statistics.median(p[w] for p in probes if w in p)
+               for w in (cpu_probe.PIXELS, cpu_probe.FILES) if any(w in p for p in probes)}
+    return medians, probes
+
+
+def cores_busy(seconds=2.0):
+    """How many cores were busy (not idle, not waiting on I/O) over the next `seconds`, from
+    /proc/stat: the work running now, unlike the load average, which still counts the last minute."""
+    def idle_and_total():
+        fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+        return fields[3] + fields[4], sum(fields[:8])
+    idle0, total0 = idle_and_total()
+    time.sleep(seconds)
+    idle1, total1 = idle_and_total()
+    return os.cpu_count() * (1 - (idle1 - idle0) / max(1, total1 - total0))
+
+
+def busy_words(busy, cores, probes):
+    """Why this host's numbers may not be its own: other work on its cores (more than half of
+    them busy just before the probe), or probes further apart than one host's noise."""
+    words = []
+    if busy > BUSY_LOAD * cores:
+        words.append(f"the host was busy ({busy:.1f} of {cores} cores busy before the probe): its probe and runs "
+                     "measured a share of it; run again when it is quiet")
+    spread = cpu_probe.spread(p.get(cpu_probe.PIXELS) for p in probes)
+    if spread and spread > cpu_probe.SAME_HOST_SPREAD:
+        words.append(f"the probes differ {spread:.0%} (one host's noise: {cpu_probe.SAME_HOST_SPREAD:.0%})")
+    return words
+
+
+def compare(cell, reference, here, here_probe, cores):
+    """One cell's row: reference, predicted and measured seconds, their ratio, and the verdict;
+    reference: (its folder, its runs)."""
+    folder, ref = reference
+    p = prediction.predict(ref, here_probe)
+    measured = statistics.mean(r.solver_seconds for r in here) if here else None
+    row = {"cell": cell.name, "reference_folder": folder, "reference_n": p.n, "reference_s": p.reference_seconds,
+           "reference_au": p.reference_au, "bound": p.bound, "work": p.work, "probe_ratio": p.probe_ratio,
+           "predicted_s": p.seconds, "predicted_au": p.au, "measured_n": len(here), "measured_s": measured,
+           "measured_au": statistics.mean(r.au for r in here if r.au is not None) if here else None,
+           "why": p.why}
+    row["measured_over_predicted"] = measured / p.seconds if measured and p.seconds else None
+    row["measured_over_reference"] = measured / p.reference_seconds if measured and p.reference_seconds else None
+    if cell.capacity:
+        allows = prediction.predict_cpu_allows(ref, here_probe, cores)
+        found = capacity.cpu_allows(here) if here else None
+        row["predicted_cpu_allows"], row["measured_cpu_allows"] = (x[0] if x else None for x in (allows, found))
+    row["verdict"] = verdict(row)
+    return row
+
+
+def verdict(row):
+    moved, held = row["measured_over_reference"], row["measured_over_predicted"]
+    if moved is None:
+        return "not measured here"
+    if abs(moved - 1) <= TOLERANCE:
+        return "applies here"
+    said = "predicted" if held is not None and abs(held - 1) <= TOLERANCE else \
+        "not predicted" if held is not None else "no prediction"
+    return f"moves {moved:.2f}x here ({said})"
+
+
+def fmt(x, spec=".2f"):
+    return "-" if x is None else format(x, spec)
+
+
+def table(rows, here_probe, name, warnings=()):
+    head = (f"host-check: {name}; probe here {fmt(here_probe.get(cpu_probe.PIXELS), '.0f')} images/s (pixels), "
+            f"{fmt(here_probe.get(cpu_probe.FILES), '.0f')} small files/s; within {TOLERANCE:.0%}: applies")
+    lines = [f"warning: {w}" for w in warnings] + [head, "", "| cell | reference (n) | bound there | probe there/here | "
+             "predicted s | measured s (n) | measured/predicted | AU predicted / measured | verdict |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['cell']} | {fmt(r['reference_s'])} s ({r['reference_n']}, {r['reference_folder']}) | "
+                     f"{r['bound'] or '-'} | {fmt(r['probe_ratio'], '.3f')} ({r['work']}) | {fmt(r['predicted_s'])} | "
+                     f"{fmt(r['measured_s'])} ({r['measured_n']}) | {fmt(r['measured_over_predicted'], '.3f')} | "
+                     f"{fmt(r['predicted_au'], '.3f')} / {fmt(r['measured_au'], '.3f')} | {r['verdict']}"
+                     + (f"; {r['why']}" if r['why'] else "") + " |")
+        if "predicted_cpu_allows" in r:
+            predicted, measured = r["predicted_cpu_allows"], r["measured_cpu_allows"]
+            lines.append(f"| {r['cell']}: N the data path's CPU allows | | | | {fmt(predicted, '.1f')} | "
+                         f"{fmt(measured, '.1f')} | {fmt(ratio(measured, predicted), '.3f')} | | |")
+    return "\n".join(lines)
+
+
+def ratio(a, b):
+    return a / b if a is not None and b else None
+
+
+def dry_run(steps, cells, a, out):
+    total = sum(s for _, _, s in steps) + PROBE_REPEATS * 3
+    missing = missing_data(cells, a.data)
+    print(f"make host-check: {len(cells)} cells x {a.rounds} rounds, about {total:.0f} s on a 2-core host; data "
+          + (", ".join(f"{d} {','.join(b)}" for d, b in missing.items()) + f" missing from {a.data}: prepared by "
+             "the first runs" if missing else f"in {a.data}"))
+    print(f"  {PROBE_REPEATS * 3:4.0f} s  cpu probe x {PROBE_REPEATS}")
+    for label, argv, seconds in steps:
+        print(f"  {seconds:4.0f} s  {label}: {' '.join(argv[1:])}")
+    print("predicted from:")
+    for c in cells:
+        ref, work = reference_runs(c, a.reference), prediction.work_of(c.dataset, c.backend)
+        print(f"  {c.name}: {a.reference or c.reference}, {len(ref)} runs, probe {fmt(prediction.probe(ref, work), '.0f')} "
+              f"({work})")
+    print(f"results: {out}")
+
+
+def run_steps(steps, log):
+    """Runs each step, bounded; [(label, exit status)] of those that failed."""
+    failed, started = [], time.time()
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    for label, argv, seconds in steps:
+        log(f"[{time.time() - started:4.0f} s] {label}")
+        try:
+            rc = subprocess.run(argv, cwd=ROOT, env=env, timeout=120 + 10 * seconds, stdout=sys.stderr).returncode
+        except subprocess.TimeoutExpired:
+            rc = "timed out"
+        if rc != 0:
+            failed.append((label, rc))
+            log(f"  failed: {label}: exit {rc}")
+    return failed
+
+
+def parser():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--cells", default=",".join(c.name for c in CELLS),
+                   help="comma-separated, of: %(default)s")
+    p.add_argument("--rounds", type=int, default=ROUNDS, help="runs per cell, interleaved (default %(default)s)")
+    p.add_argument("--reference", help="one results folder to predict every cell from (default: each cell's own)")
+    p.add_argument("--data", type=Path, default=ROOT / "data", help="data root (default: %(default)s)")
+    p.add_argument("--out", type=Path, help="results folder (default: results/host-check/<this host>)")
+    p.add_argument("--gpu", type=int, help="run.py's --gpu (on a GPU host, -1: the emulated runs leave the GPU alone, "
+                   "as the GPU step's emulated runs do)")
+    p.add_argument("--dry-run", action="store_true", help="print the plan, its commands and time; run nothing")
+    p.add_argument("--report", action="store_true", help="run nothing: the table again from the records in --out "
+                   "(a check made where the reference records were not, a GPU machine's)")
+    return p
+
+
+def chosen_cells(p, a):
+    known = {c.name: c for c in CELLS}
+    names = [n for n in a.cells.split(",") if n]
+    unknown = [n for n in names if n not in known]
+    if unknown or not names:
+        p.error(f"--cells: unknown {', '.join(unknown) or '(none given)'}; known: {', '.join(known)}")
+    if a.rounds < 1:
+        p.error("--rounds: at least 1")
+    if a.reference and not (ROOT / a.reference).is_dir():
+        p.error(f"--reference: {a.reference}: no such folder")
+    return [known[n] for n in names]
+
+
+def report(cells, a, out, host, log=print):
+    """The table from the records under `out` and its probe file; host: its probe, cores, CPU model."""
+    rows = [compare(c, (a.reference or c.reference, reference_runs(c, a.reference)), here_runs(c, out),
+                    host["medians"], host["cores"]) for c in cells]
+    (out / "host-check.json").write_text(json.dumps(dict(host, host=out.name, rows=rows), indent=1))
+    log(table(rows, host["medians"], out.name, host.get("warnings", ())))
+
+
+def probe_file(out):
+    return Path(out) / "benchmarks" / "host_check_probe.json"
+
+
+def main(argv=None):
+    p = parser()
+    a = p.parse_args(argv)
+    cells = chosen_cells(p, a)
+    cores, model = os.cpu_count(), runner._cpu_model()
+    if a.dry_run:
+        out = a.out or ROOT / "results" / "host-check" / host_name(model, cores, None).replace("unknown", "<N>")
+        dry_run(plan(cells, a, out), cells, a, out)
+        return 0
+    if a.report:
+        if not a.out or not probe_file(a.out).is_file():
+            p.error(f"--report: {probe_file(a.out or '--out')}: missing (--out names a folder host-check wrote)")
+        report(cells, a, a.out, json.loads(probe_file(a.out).read_text()))
+        return 0
+    log = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
+    log(f"cpu probe x {PROBE_REPEATS} ({model}, {cores} cores)")
+    busy = cores_busy()
+    here_probe, probes = measure_probe()
+    if cpu_probe.PIXELS not in here_probe:
+        print(f"error: the CPU probe failed: {probes[0].get('error')}", file=sys.stderr)
+        return 2
+    out = a.out or ROOT / "results" / "host-check" / host_name(model, cores, here_probe[cpu_probe.PIXELS])
+    host = {"medians": here_probe, "cores": cores, "cpu_model": model, "probes": probes,
+            "warnings": busy_words(busy, cores, probes)}
+    for w in host["warnings"]:
+        log(f"warning: {w}")
+    probe_file(out).parent.mkdir(parents=True, exist_ok=True)
+    probe_file(out).write_text(json.dumps(host, indent=1))
+    log(f"results: {out}")
+    failed = run_steps(plan(cells, a, out), log)
+    report(cells, a, out, host)
+    for label, rc in failed:
+        print(f"failed: {label} (exit {rc})")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

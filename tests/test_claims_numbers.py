@@ -1,0 +1,103 @@
+"""Every number marked in the prose of README.md and docs/*.md is recomputed from the committed
+records (analysis/claims.py): a claim ends with `<!-- claim: NAME -->`, and the text that
+claims.NAME() returns (or each of its texts, in order) must stand in its span. Inline, the span
+runs from the previous marker or the start of the paragraph to the marker; a marker alone on its
+line spans the block above it (a table)."""
+import re
+
+from analysis import claims, readme
+
+MARKER = re.compile(r"<!-- claim: (\w+) -->")
+
+
+def squeeze(text):
+    return " ".join(text.split())
+
+
+def spans(text):
+    """(line number, NAME, span) of every marker of a page's text."""
+    lines = text.splitlines()
+    found = []
+    for i, line in enumerate(lines):
+        for m in MARKER.finditer(line):
+            if line.strip() == m.group(0):  # alone on its line: the block above
+                above = i - 1
+                while above >= 0 and not lines[above].strip():
+                    above -= 1
+                start = above
+                while start >= 0 and lines[start].strip():
+                    start -= 1
+                block = lines[start + 1:above + 1]
+            else:
+                start = i
+                while start > 0 and lines[start - 1].strip():
+                    start -= 1
+                block = lines[start:i] + [line[:m.start()]]
+            text_before = "\n".join(block)
+            text_before = MARKER.split(text_before)[-1] if MARKER.search(text_before) else text_before
+            found.append((i + 1, m.group(1), squeeze(text_before)))
+    return found
+
+
+def mismatches(page_texts):
+    """One line per claim whose text the records do not bear out, naming page, line and both texts."""
+    out = []
+    for page, text in page_texts.items():
+        for number, line in enumerate(text.splitlines(), 1):
+            if line.lstrip().startswith("<!-- claim:") and not MARKER.fullmatch(line.strip()):
+                out.append(f"{page}:{number}: a marker that starts a line must stand alone on it (Markdown would "
+                           "take the rest of the line as raw HTML)")
+        for line, name, span in spans(text):
+            function = claims.CLAIMS.get(name)
+            if function is None:
+                out.append(f"{page}:{line}: claim {name}: no function of that name in analysis/claims.py")
+                continue
+            wanted = function()
+            at = 0
+            for want in (wanted,) if isinstance(wanted, str) else wanted:  # in this order
+                found = span.find(squeeze(want), at)
+                if found < 0:
+                    out.append(f"{page}:{line}: claim {name}: the records make it read {squeeze(want)!r}; "
+                               f"the page reads {span[at:]!r}")
+                    break
+                at = found + len(squeeze(want))
+    return out
+
+
+def page_texts():
+    return {p.relative_to(readme.ROOT).as_posix(): p.read_text() for p in readme.pages()}
+
+
+def test_every_marked_number_in_the_readme_and_docs_is_what_the_records_say():
+    found = mismatches(page_texts())
+    assert not found, "\n".join(found)
+
+
+def test_every_claim_function_has_a_marker_in_some_page():
+    marked = {name for text in page_texts().values() for _, name, _ in spans(text)}
+    assert not set(claims.CLAIMS) - marked, f"claims with no marker: {sorted(set(claims.CLAIMS) - marked)}"
+
+
+def test_a_changed_number_a_broader_claim_an_unknown_marker_and_a_marker_starting_a_line_are_named():
+    text = page_texts()["README.md"]
+    wanted = claims.readme_records_cheaper()
+    assert wanted in squeeze(text)
+    changed = text.replace("3.7-18x with one thread", "3.9-18x with one thread")
+    broader = text.replace(" (3.7-18x with one thread or no worker)", "")
+    unknown = text + "\nA figure. <!-- claim: no_such_claim -->\n"
+    leading = text + "\nA figure\n<!-- claim: readme_records_cheaper --> read on.\n"
+    line = next(n for n, name, _ in spans(text) if name == "readme_records_cheaper")
+    for page in (changed, broader):
+        found = mismatches({"README.md": page})
+        assert len(found) == 1 and found[0].startswith(f"README.md:{line}: claim readme_records_cheaper:"), found
+        assert repr(wanted) in found[0]
+    assert "3.9-18x" in mismatches({"README.md": changed})[0]
+    assert mismatches({"README.md": unknown}) == [
+        f"README.md:{len(unknown.splitlines())}: claim no_such_claim: no function of that name in analysis/claims.py"]
+    assert mismatches({"README.md": leading})[0].startswith(f"README.md:{len(leading.splitlines())}: a marker that "
+                                                            "starts a line must stand alone")
+
+
+def test_a_table_marker_spans_the_block_above_it():
+    text = "Intro.\n\n| a | b |\n|---|---|\n| 1 | 2 |\n\n<!-- claim: t -->\n\nAfter. x <!-- claim: u -->\n"
+    assert spans(text) == [(7, "t", "| a | b | |---|---| | 1 | 2 |"), (9, "u", "After. x")]
