@@ -229,8 +229,7 @@ def readme_emulation_same_host():
     """Real against emulated on the lent GPU hosts (the fidelity's same-host table): the cells that
     predict, as benchmarks/calibration.py counts them (a cell a parameter was fitted on is no evidence)."""
     from benchmarks import calibration
-    rows = [r for r in calibration.same_host_rows(calibration.gpu_step_folders())
-            if r["ratio"] is not None and not r["use"].startswith("fitted")]
+    rows = same_host_predictions()
     within = [calibration.verdict(r, 1.15).startswith("within") for r in rows]
     data = [w for w, r in zip(within, rows) if r["bound"] == "data path"]
     outside = [r["ratio"] for w, r in zip(within, rows) if not w]
@@ -244,8 +243,7 @@ def readme_emulation_power():
     """How many same-host cells not fitted on their runs decide (the difference against the arms' own
     spread, benchmarks/calibration.py against_spread), and the spreads of those they leave undecided."""
     from benchmarks import calibration
-    rows = [r for r in calibration.same_host_rows(calibration.gpu_step_folders())
-            if r["ratio"] is not None and not r["use"].startswith("fitted")]
+    rows = same_host_predictions()
     said = [r["power"][2] for r in rows]
     undecided = [r for r in rows if r["power"][2] == calibration.UNDECIDED]
     ns = [n for r in undecided for n in (r["reference_n"], r["ours_n"])]
@@ -777,6 +775,43 @@ def results_real_h100_says():
             f"({cifar[0]:.0f} s against {cifar[1]:.0f} s from LMDB)")
 
 
+@claim
+def results_png_decoding():
+    """The data path's CPU per MNIST PNG in the calibrated H100 matrix (image files warm)."""
+    from benchmarks import calibration
+    us = calibration.prefetch_us_per_image(H100, "mnist", "images", "warm")[0]
+    return f"PNG decoding {us:.0f} us per MNIST image"
+
+
+@claim
+def results_earlier_steps():
+    """The 2016 profile's runs at the fit's step before (287 IOPS): CIFAR-10's files cold, cppmem cold - warm."""
+    at = {(r.backend, r.cache): r.wall_seconds for r in runs(PAPER2016)
+          if r.dataset == "cifar10" and r.limits.get("riops") == 287}
+    return (f"CIFAR-10 image files cold {at['images', 'cold']:.1f} s and cppmem's gap "
+            f"{at['cppmem', 'cold'] - at['cppmem', 'warm']:.1f} s")
+
+
+@claim
+def results_decode_threads_host():
+    """The decode-threads runs (patch 0021 alone): their host's CPU probe and the cold runs' residency."""
+    from monitor import cpu_probe
+    mine = runs(DECODE_THREADS_0021)
+    cold = [r.cache_resident_fraction for r in mine if r.cache == "cold"]
+    return (f"CPU probe {span([cpu_probe.rate(r.environment) for r in mine], lambda x: f'{x:.0f}')} images/s per core",
+            f"cold runs verified {100 * max(cold):.1f}% resident")
+
+
+@claim
+def results_gpu_time():
+    """The real H100's compute ceiling, `caffe time` on constant data (benchmarks/gpu_time.py)."""
+    nets = json.loads((ROOT / "results/h100/benchmarks/gpu_time.json").read_text())["nets"]
+    ms = {d: nets[d]["ms_per_iteration"] for d in nets}
+    return (f"LeNet {ms['mnist']:.2f} ms, cifar10_quick {ms['cifar10']:.2f} ms, CaffeNet {ms['imagenet']:.1f} ms per "
+            f"iteration (CaffeNet's {nets['imagenet']['stock_iterations']:,} iterations: "
+            f"{nets['imagenet']['stock_seconds']:.0f} s)")
+
+
 # -- docs/lmdb.md -------------------------------------------------------------------------------
 
 LMDB_SHARED = "results/ci-2core-lmdb-shared"
@@ -920,6 +955,39 @@ def median_au(folder, dataset, backend, depth=None, io=None, rtt_ms=None):
     return statistics.median(aus)
 
 
+REDIS_FIRST = "results/ci-2core-emulated-h100-redis"
+
+
+def redis_first_runs(dataset):
+    """{round trip asked (None: direct; "lmdb": the LMDB reference): the run} of the first Redis training runs."""
+    return {(r.location or {}).get("rtt_ms_asked") if r.backend == "redis" else "lmdb": r
+            for r in runs(REDIS_FIRST) if r.dataset == dataset}
+
+
+@claim
+def redis_first_training_table():
+    """Wall seconds and AU (as re-derived) of the first Redis training runs, by round trip."""
+    cell = lambda r: f"{r.wall_seconds:.1f} s, AU {r.au:.0%}" if r else ""  # noqa: E731
+    rows = []
+    for d in ("cifar10", "imagenet"):
+        mine = redis_first_runs(d)
+        depth = mine[None].read_options["prefetch_depth"]
+        rows.append(f"| {LABELS[d]}, {depth:,} in flight | "
+                    + " | ".join(cell(mine.get(k)) for k in ("lmdb", None, 10.0, 50.0, 100.0)) + " |")
+    return tuple(rows)
+
+
+@claim
+def redis_first_training_says():
+    mine = redis_first_runs("cifar10")
+    delayed = [mine[k].au for k in (10.0, 50.0, 100.0)]
+    from analysis import capacity
+    redis = [capacity.prefetch_cpu(r) for k, r in mine.items() if k != "lmdb"]
+    return (f"({span(delayed, lambda x: f'{100 * x:.0f}')}% at 10-100 ms against {mine[None].au:.0%}\ndirect)",
+            f"spent {span(redis, lambda x: f'{x:.1f}')} CPU-s reading CIFAR-10 from Redis against "
+            f"{capacity.prefetch_cpu(mine['lmdb']):.1f} from LMDB")
+
+
 @claim
 def redis_lean_training():
     """The lean reader's training table: LMDB, Redis direct, Redis at 10 ms (median AU)."""
@@ -1012,6 +1080,660 @@ def running_reclaimer():
     per_file = lambda r: r.limits["throttled_reads"]["read_ios"] / r.artifact_footprint["files"]  # noqa: E731
     return (f"made {per_file(reached):.2f} reads per file instead of {per_file(safe):.2f} and took "
             f"{reached.wall_seconds:.0f} s instead of {safe.wall_seconds:.0f}")
+
+
+# -- docs/capacity.md ---------------------------------------------------------------------------
+
+CAPACITY = "results/ci-2core-capacity"
+CAPACITY_HOST2 = "results/ci-2core-capacity-host2"
+CAPACITY_CONTROL = "results/ci-2core-capacity-control"
+ONE_GIB = "1 GiB"
+PER_SOLVER = "1 GiB + 0.78125 GiB per further solver"  # --mem-per-solver 800M
+NO_LIMITS, PAPER2016_PROFILE = "no limits", "paper2016 profile"
+IN_MEMORY = ("pymem", "cppmem")
+
+
+@functools.cache
+def capacity_records(folder):
+    """A sweep folder's records as analysis/capacity.py tabulates them (superseded ones left out)."""
+    return tuple(r for r in load([ROOT / folder]) if not r.superseded)
+
+
+@functools.cache
+def capacity_curves(folder=CAPACITY):
+    """{(dataset, accelerator, limits, backend, cache): (its runs, {N: group AUs}, the Ns that lost a solver)}."""
+    from analysis import capacity
+    records = capacity_records(folder)
+    lost = capacity.lost(records)
+    of_curve = {}
+    for r in records:  # one pass: curve_of is not cheap
+        of_curve.setdefault(capacity.curve_of(r), []).append(r)
+    out = {}
+    for key, by_n in capacity.curves(records).items():
+        dataset, setup, backend, cache = key
+        out[(dataset, setup[1].removeprefix("emulated "), setup[2], backend, cache)] = (of_curve[key], by_n,
+                                                                                       lost.get(key, set()))
+    return out
+
+
+def capacity_answer(dataset, accelerator, limits, backend, cache, folder=CAPACITY):
+    """(largest N, median group AU at N, at N + 1: None where not run) of one curve."""
+    from analysis import capacity
+    _, by_n, lost = capacity_curves(folder)[(dataset, accelerator, limits, backend, cache)]
+    n, at, above = capacity.largest_n(by_n, lost)
+    return n, at and statistics.median(at), above and statistics.median(above)
+
+
+def largest(*curve, folder=CAPACITY):
+    return capacity_answer(*curve, folder=folder)[0]
+
+
+def au_above(*curve, folder=CAPACITY, digits=2):
+    """The median group AU at N + 1 (at N = 1 where none held)."""
+    return f"{capacity_answer(*curve, folder=folder)[2]:.{digits}f}"
+
+
+def warm_cold(dataset, accelerator, limits, backend, folder=CAPACITY, what=largest):
+    """'warm / cold' of one backend's curves."""
+    return " / ".join(str(what(dataset, accelerator, limits, backend, c, folder=folder)) for c in ("warm", "cold"))
+
+
+def cpu_allows(*curve, folder=CAPACITY):
+    """(N the data path's CPU allows, the one thread's share) of one curve."""
+    from analysis import capacity
+    return capacity.cpu_allows(capacity_curves(folder)[curve][0])
+
+
+def allows_against(*curve_but_cache, folder=CAPACITY):
+    """'allows warm / cold against answers warm / cold', and the ratios of the allowed to the answer."""
+    allowed = [cpu_allows(*curve_but_cache, c, folder=folder)[0] for c in ("warm", "cold")]
+    answers = [largest(*curve_but_cache, c, folder=folder) for c in ("warm", "cold")]
+    return (f"{allowed[0]:.1f} / {allowed[1]:.1f} against {answers[0]} / {answers[1]}",
+            [a / n for a, n in zip(allowed, answers)])
+
+
+def per_core(dataset, accelerator, limits, backend, cache, folder=CAPACITY):
+    from analysis import capacity
+    return capacity.images_per_core_second(capacity_curves(folder)[(dataset, accelerator, limits, backend, cache)][0])
+
+
+def hundreds(x):
+    return f"{round(x, -2):,.0f}"
+
+
+def capacity_stop(*curve, folder=CAPACITY):
+    """(the N that held, the N that failed, the figures of each: the held one None where N = 0 held) of one curve."""
+    from analysis import capacity
+    mine, by_n, lost = capacity_curves(folder)[curve]
+    held, failed = capacity.largest_n(by_n, lost)[0], capacity.first_failed(by_n, lost)
+    at = lambda k: capacity.figures_of([r for r in mine if capacity.solvers(r) == k], ROOT / folder)  # noqa: E731
+    return held, failed, at(held) if held else None, at(failed)
+
+
+def both_at(figure, *curve, folder=CAPACITY):
+    """'97% at 19, 97% at 18': one figure at the N that failed and at the N that held."""
+    held, failed, before, after = capacity_stop(*curve, folder=folder)
+    return f"{getattr(after, figure):.0%} at {failed}, {getattr(before, figure):.0%} at {held}"
+
+
+def runs_losing_solvers(*curve, folder=CAPACITY):
+    """'at N in k of n runs': the first N a run lost a solver at, and in how many of its runs."""
+    from analysis import capacity
+    mine, _, lost = capacity_curves(folder)[curve]
+    n = min(lost)
+    groups = capacity.group_aus([r for r in mine if capacity.solvers(r) == n]).values()
+    return f"at {n} in {sum(1 for _, failed in groups if failed)} of {len(groups)}"
+
+
+def leveldb_stops():
+    """'2 on its lock' where every LevelDB curve that held one solver failed at 2 on its lock (else the words found)."""
+    from analysis import capacity
+    found = set()
+    for curve in (k for k in capacity_curves() if k[3] == "leveldb" and largest(*k) >= 1):
+        mine, by_n, lost = capacity_curves()[curve]
+        failed = capacity.first_failed(by_n, lost)
+        at = lambda n: [r for r in mine if capacity.solvers(r) == n]  # noqa: E731
+        words = capacity.stopped_by(at(failed), ROOT / CAPACITY, at(failed - 1))
+        found.add(f"{failed} on its lock" if words.startswith("a lock") else f"{failed} on {words}")
+    return "; ".join(sorted(found))
+
+
+@claim
+def capacity_stoppers():
+    """The stoppers the summary under "Stopped by" names, with the figures at both N."""
+    files = ("cifar10", "titanx2016", NO_LIMITS, "images")
+    files_2016 = ("cifar10", "titanx2016", PAPER2016_PROFILE, "images", "warm")
+    _, failed, _, cold = capacity_stop(*files, "cold")
+    cores = lambda *curve: both_at("cores", *curve)  # noqa: E731
+    return (f"LevelDB stops at {leveldb_stops()} wherever one solver held",
+            "CIFAR-10 pymem warm on the emulated H100 "
+            f"{runs_losing_solvers('cifar10', 'h100', NO_LIMITS, 'pymem', 'warm')} runs, MNIST pymem on the 2016 profile "
+            f"{runs_losing_solvers('mnist', 'titanx2016', PAPER2016_PROFILE, 'pymem', 'cold')}",
+            f"the cores ran out at {capacity_stop(*files, 'warm')[1]} ({cores(*files, 'warm')})",
+            f"*not found* at {capacity_stop(*files_2016)[1]} (cores {cores(*files_2016)})",
+            f"cold, *not found* at {failed} (the prefetch thread {cold.thread:.0%})",
+            f"(MNIST LMDB warm on the emulated H100: {cores('mnist', 'h100', NO_LIMITS, 'lmdb', 'warm')}; "
+            f"CIFAR-10 LMDB cold on the emulated Titan X: {cores('cifar10', 'titanx2016', NO_LIMITS, 'lmdb', 'cold')})",
+            f"(MNIST Redis cold on the\nemulated H100: {cores('mnist', 'h100', NO_LIMITS, 'redis', 'cold')}; "
+            "ImageNet LMDB cold on the emulated Titan X: "
+            f"{cores('imagenet', 'titanx2016', PER_SOLVER, 'lmdb', 'cold')})")
+
+
+@claim
+def capacity_stopper_2016_lmdb():
+    """MNIST LMDB cold on the 2016 profile: its figures at the N that failed and the N that held."""
+    held, failed, before, after = capacity_stop("mnist", "titanx2016", PAPER2016_PROFILE, "lmdb", "cold")
+    return (f"MNIST LMDB cold on the 2016 profile at {failed} is *not found*: in training the reads ran at "
+            f"{after.paced:.0%} of the IOPS limit ({before.paced:.0%} at {held}) and the processes used "
+            f"{after.cores:.0%} of the cores ({before.cores:.0%} at {held}) while the host monitor saw "
+            f"{after.monitor:.0%} "
+            f"({before.monitor:.0%} at {held})")
+
+
+@claim
+def capacity_hdf5_not_found():
+    """HDF5's cells: their solver thread's share at N = 1 (where none held)."""
+    from analysis import capacity
+    at_one = lambda mine: [r for r in mine if capacity.solvers(r) == 1]  # noqa: E731
+    shares = [capacity.figures_of(at_one(mine), ROOT / CAPACITY).thread
+              for k, (mine, _, _) in capacity_curves().items() if k[3] == "hdf5"]
+    return f"(its solver thread {percents(shares)} busy at N = 1)"
+
+
+@claim
+def capacity_hosts_differ():
+    """The same ImageNet LMDB Titan X cell on the faster host and on the slower one, and the faster one's rate."""
+    cell = ("imagenet", "titanx2016", PER_SOLVER, "lmdb")
+    rates = [per_core(*cell, c) for c in ("warm", "cold")]
+    return (f"held {largest(*cell, 'warm')} solvers warm / {largest(*cell, 'cold')} cold on one 2-core VM and "
+            f"{warm_cold(*cell, folder=CAPACITY_HOST2)} on another",
+            f"(LMDB ~{span(rates, hundreds)} images per core-second)")
+
+
+@claim
+def capacity_lmdb_shares():
+    h100 = lambda d, c: largest(d, "h100", NO_LIMITS, "lmdb", c)  # noqa: E731
+    cifar10 = {h100("cifar10", c) for c in ("warm", "cold")}
+    return (f"{h100('mnist', 'warm')} emulated H100s on LeNet warm ({h100('mnist', 'cold')} cold), "
+            f"{' / '.join(map(str, sorted(cifar10)))} on cifar10_quick",
+            f"{warm_cold('mnist', 'titanx2016', NO_LIMITS, 'lmdb')} emulated Titan X on LeNet and "
+            f"{warm_cold('cifar10', 'titanx2016', NO_LIMITS, 'lmdb')} on cifar10_quick")
+
+
+def in_memory_curves():
+    return [k for k in capacity_curves() if k[2] == NO_LIMITS and k[3] in IN_MEMORY]
+
+
+@claim
+def capacity_in_memory():
+    """The in-memory backends' answers where N + 1 was run, and the first N at which the OOM killer took solvers."""
+    from analysis import capacity
+    bracketed = [largest(*k) for k in in_memory_curves() if capacity.bracketed(*capacity_curves()[k][1:])]
+    killed = [min(capacity_curves()[k][2]) for k in in_memory_curves() if capacity_curves()[k][2]]
+    return (f"hold {span(bracketed, str)} solvers and more", f"from {span(killed, str)} solvers on")
+
+
+@claim
+def capacity_redis_lean():
+    h100 = [largest(d, "h100", NO_LIMITS, "redis", c) for d in ("mnist", "cifar10") for c in ("warm", "cold")]
+    lenet = [largest("mnist", "titanx2016", NO_LIMITS, "redis", c) for c in ("warm", "cold")]
+    quick = [largest("cifar10", "titanx2016", NO_LIMITS, "redis", c) for c in ("warm", "cold")]
+    return (f"feeds {span(h100, str)} emulated H100s and {span(lenet, str)} emulated Titan X (LeNet; "
+            f"{span(quick, str)} on")
+
+
+@claim
+def capacity_imagenet_one_gib():
+    """ImageNet on the emulated H100 in 1 GiB: who fed one, at which AU, who fed none, and the OOM killer at 2."""
+    cell = ("imagenet", "h100", ONE_GIB)
+    fed = [capacity_answer(*cell, b, "cold")[1] for b in ("lmdb", "leveldb")]
+    redis = [capacity_answer(*cell, "redis", c)[2] for c in ("warm", "cold")]
+    files = [capacity_answer(*cell, "images", c)[2] for c in ("warm", "cold")]
+    two = [r for r in capacity_curves()[(*cell, "lmdb", "cold")][0] if (r.concurrent or {}).get("solvers") == 2]
+    two_f = lambda x: f"{x:.2f}"  # noqa: E731
+    return (f"from LMDB or LevelDB cold ({span(fed, two_f)})", f"(LMDB {au_above(*cell, 'lmdb', 'warm')})",
+            f"Redis {span(redis, two_f)} and image files {span(files, two_f)}",
+            f"the OOM killer took {sum(not r.ok for r in two)} of {len(two)}")
+
+
+@claim
+def capacity_titanx_imagenet():
+    cell = ("imagenet", "titanx2016", PER_SOLVER)
+    return (f"LMDB {largest(*cell, 'lmdb', 'warm')} warm / {largest(*cell, 'lmdb', 'cold')} cold, "
+            f"Redis {warm_cold(*cell, 'redis')}, "
+            f"LevelDB {span([largest(*cell, 'leveldb', c) for c in ('warm', 'cold')], str)} (its lock), "
+            f"image files none ({au_above(*cell, 'images', 'warm')})",
+            f"(LMDB ~{span([per_core(*cell, 'lmdb', c) for c in ('warm', 'cold')], hundreds)} images per core-second)")
+
+
+@claim
+def capacity_titanx_cifar10():
+    cell = ("cifar10", "titanx2016", NO_LIMITS)
+    n = lambda b, c: largest(*cell, b, c)  # noqa: E731
+    both = lambda b: span([n(b, c) for c in ("warm", "cold")], str)  # noqa: E731
+    return (f"LMDB feeds {both('lmdb')}, Redis {both('redis')}, image files {n('images', 'warm')} warm "
+            f"({n('images', 'cold')} cold), LevelDB {both('leveldb')}, HDF5 none ({au_above(*cell, 'hdf5', 'warm')}",
+            f"cppmem {both('cppmem')} warm and cold", f"pymem {n('pymem', 'cold')} cold",
+            f"at least {n('pymem', 'warm')} warm")
+
+
+@claim
+def capacity_h100_imagenet_per_solver():
+    """ImageNet on the emulated H100 with --mem-per-solver: every backend's AU at N = 1, warm / cold."""
+    cell = ("imagenet", "h100", PER_SOLVER)
+    au = lambda b: warm_cold(*cell, b, what=au_above)  # noqa: E731
+    n = {len(capacity_curves()[(*cell, b, c)][1][1])
+         for b in ("lmdb", "leveldb", "redis", "images") for c in ("warm", "cold")}
+    return (f"(LMDB {au('lmdb')}, LevelDB {au('leveldb')}, Redis {au('redis')}, image files {au('images')} at N = 1, "
+            f"n = {span(n, str)})")
+
+
+@claim
+def capacity_cpu_imagenet_lmdb():
+    """ImageNet LMDB, the N the CPU allows against the answer, on both hosts; image files' one-thread shares."""
+    cell = ("imagenet", "titanx2016", PER_SOLVER, "lmdb")
+    shares = [cpu_allows(*k)[1] for k in capacity_curves() if k[3] == "images" and largest(*k) == 0]
+    return (f"Titan X {allows_against(*cell)[0]} (the faster host), {allows_against(*cell, folder=CAPACITY_HOST2)[0]} "
+            f"on the slower host's", f"({span(shares, lambda x: f'{x:.2f}')} of it)",
+            f"{largest('cifar10', 'titanx2016', NO_LIMITS, 'images', 'warm')} on CIFAR-10's Titan X warm where the CPU "
+            f"allows {cpu_allows('cifar10', 'titanx2016', NO_LIMITS, 'images', 'warm')[0]:.1f}")
+
+
+@claim
+def capacity_one_h100():
+    """What one emulated H100 on CaffeNet needs from the one prefetch thread, and what each host's delivered."""
+    from analysis import capacity
+    r = capacity_curves()[("imagenet", "h100", ONE_GIB, "lmdb", "warm")][0][0]
+    eats = batch("imagenet") * 1000 / r.compute["ms_per_iteration"]
+    share = lambda limits, b, c: cpu_allows("imagenet", "h100", limits, b, c)[1]  # noqa: E731
+    two = lambda x: f"{x:.2f}"  # noqa: E731
+    one_gib = [share(ONE_GIB, b, "warm") for b in ("lmdb", "leveldb")]
+    slower = [share(PER_SOLVER, b, c) for b in ("lmdb", "leveldb", "redis") for c in ("warm", "cold")]
+    io_thread = f"{ONE_GIB}; redis_io thread"
+    fed = [capacity_answer("imagenet", "h100", io_thread, "redis", c)[1] for c in ("warm", "cold")]
+    return (f"{capacity.THRESHOLD:.2f} of its {count(round(eats, -1))} images/s\n"
+            f"is {count(capacity.THRESHOLD * eats)} a second",
+            f"delivered {span(one_gib, two)} of that warm",
+            f"(LMDB\n~{span([per_core('imagenet', 'h100', ONE_GIB, 'lmdb', c) for c in ('warm', 'cold')], hundreds)}",
+            f"every backend's {span(slower, two)} on the slower host's",
+            f"({span([share(io_thread, 'redis', c) for c in ('warm', 'cold')], two)} on the host of the",
+            f"fed one at\n{span(fed, two)}")
+
+
+@claim
+def capacity_cpu_small_records():
+    cells = (("cifar10", "h100", NO_LIMITS), ("mnist", "h100", NO_LIMITS))
+    (cifar10, r1), (mnist, r2) = (allows_against(*c, "lmdb") for c in cells)
+    allowed, answer = cpu_allows("mnist", "titanx2016", PAPER2016_PROFILE, "lmdb", "cold")[0], \
+        largest("mnist", "titanx2016", PAPER2016_PROFILE, "lmdb", "cold")
+    return (f"over-predicts by {span(r1 + r2 + [allowed / answer])}x", f"(CIFAR-10 H100 {cifar10}, MNIST H100 {mnist}, "
+            f"MNIST on the 2016 machine {allowed:.1f} against {answer})")
+
+
+@claim
+def capacity_cpu_redis():
+    small = [allows_against(d, a, NO_LIMITS, "redis") for d, a in
+             (("cifar10", "h100"), ("cifar10", "titanx2016"), ("mnist", "h100"), ("mnist", "titanx2016"))]
+    imagenet = allows_against("imagenet", "titanx2016", PER_SOLVER, "redis")
+    two = lambda x: f"{x:.2f}"  # noqa: E731
+    ratios = [x for _, rs in small for x in rs]
+    return (f"{small[0][0]} on CIFAR-10's H100, {small[1][0]} on its Titan X, {small[2][0]} and {small[3][0]} on MNIST "
+            f"({span(ratios, two)}x; MNIST's H100 cold, {small[2][1][1]:.2f}x",
+            f"ImageNet's Titan X, {imagenet[0]} ({span(imagenet[1])}x)")
+
+
+@claim
+def capacity_leveldb_lock():
+    """Where LevelDB's lock let one solver train, the N its data path's CPU would have allowed."""
+    allowed = [cpu_allows(*k)[0] for k in capacity_curves() if k[3] == "leveldb" and largest(*k) == 1]
+    return f"LevelDB at 1 (its lock; the CPU would allow {span(allowed, lambda x: f'{x:.0f}')})"
+
+
+@claim
+def capacity_slower_host():
+    cell = ("imagenet", "titanx2016", PER_SOLVER)
+    slower = [warm_cold(*cell, b, folder=CAPACITY_HOST2) for b in ("lmdb", "redis")]
+    return (f"measured **LMDB {slower[0]}, Redis {slower[1]}**",
+            f"against {warm_cold(*cell, 'lmdb')} and {warm_cold(*cell, 'redis')} on the faster host")
+
+
+def killed(dataset, accelerator, limits, backend):
+    """'at N the OOM killer took k solvers, in every run' (k per cache; else in how many of the runs)."""
+    from analysis import capacity
+    curves = [capacity_curves()[(dataset, accelerator, limits, backend, c)] for c in ("warm", "cold")]
+    n = min(min(lost) for _, _, lost in curves)
+    groups = [capacity.group_aus([r for r in mine if capacity.solvers(r) == n]).values() for mine, _, _ in curves]
+    losing = [sum(1 for _, failed in found if failed) for found in groups]
+    runs_in = "in every run" if losing == [len(found) for found in groups] else \
+        f"in {span(losing, str)} of {span([len(found) for found in groups], str)} runs"
+    took = [sum(failed for _, failed in found) for found in groups]
+    return f"at {n} the OOM killer took {span(took, str)} solvers, {runs_in}"
+
+
+def not_run(*curve_but_cache):
+    """'17-23': the Ns between the answer and the N that failed that no run measured (both caches)."""
+    from analysis import capacity
+    gaps = set()
+    for c in ("warm", "cold"):
+        _, by_n, lost = capacity_curves()[(*curve_but_cache, c)]
+        held, failed = capacity.largest_n(by_n, lost)[0], min(lost)
+        gaps |= set(range(held + 1, failed))
+    return span(gaps, str)
+
+
+def bracketed_in_memory(dataset, accelerator):
+    from analysis import capacity
+    return [largest(*k) for k in in_memory_curves() if k[:2] == (dataset, accelerator)
+            and capacity.bracketed(*capacity_curves()[k][1:])]
+
+
+@claim
+def capacity_paper2016():
+    cell = ("cifar10", "titanx2016", PAPER2016_PROFILE)
+    both = lambda b: span([largest(*cell, b, c) for c in ("warm", "cold")], str)  # noqa: E731
+    lmdb = [capacity_answer(*cell, "lmdb", c)[1] for c in ("warm", "cold")]
+    return (f"pymem feeds {both('pymem')} Titan X on CIFAR-10, warm and cold ({killed(*cell, 'pymem')})",
+            f"cppmem at least {both('cppmem')} ({killed(*cell, 'cppmem')}; {not_run(*cell, 'cppmem')} not run",
+            f"where the 24-GiB VM held {span(bracketed_in_memory('cifar10', 'titanx2016'), str)}",
+            f">= {both('lmdb')} on CIFAR-10 warm and cold ({lmdb[0]:.2f} / {lmdb[1]:.2f} at {both('lmdb')}), "
+            f"{largest('mnist', 'titanx2016', PAPER2016_PROFILE, 'lmdb', 'cold')} on MNIST cold; "
+            f"LevelDB {both('leveldb')} (its lock), "
+            f"HDF5 none (N = 1: {au_above(*cell, 'hdf5', 'warm', digits=3)} on CIFAR-10, "
+            f"{au_above('mnist', 'titanx2016', PAPER2016_PROFILE, 'hdf5', 'cold')} on MNIST cold), image files "
+            f"{largest(*cell, 'images', 'warm')} warm")
+
+
+@claim
+def capacity_control():
+    n = lambda b: largest("cifar10", "titanx2016", NO_LIMITS, b, "warm", folder=CAPACITY_CONTROL)  # noqa: E731
+    return f"gave LMDB >= {n('lmdb')} and image files {n('images')} too"
+
+
+@claim
+def lmdb_capacity_read_paths():
+    """The capacity sweeps of CIFAR-10 LMDB on the emulated H100, by read path: largest N warm / cold."""
+    paths = (("stock", NO_LIMITS), ("SHARED", "no limits; lmdb_read shared"),
+             ("coalesced", "no limits; lmdb_read coalesced"))
+    return ", ".join(f"{name} **{warm_cold('cifar10', 'h100', limits, 'lmdb')}**" for name, limits in paths)
+
+
+COALESCED_AHEAD = "results/ci-2core-capacity-lmdb-coalesced-ahead"
+COALESCED_0025 = "results/ci-2core-capacity-lmdb-coalesced-0025"
+
+
+@claim
+def capacity_coalesced():
+    """CIFAR-10 LMDB warm on the emulated H100: the stock cursor against LMDBIO's walker, 64 and 8 MiB ahead."""
+    cell = lambda limits: ("cifar10", "h100", limits, "lmdb", "warm")  # noqa: E731
+    stock = largest(*cell(NO_LIMITS), folder=COALESCED_AHEAD)
+    ahead = [largest(*cell(limits), folder=COALESCED_AHEAD) for limits in
+             ("no limits; lmdb_read coalesced", "no limits; lmdb_ahead_mb 8; lmdb_read coalesced")]
+    limits_0025 = [f"no limits; lmdb_ahead_mb {mb}; lmdb_read coalesced" for mb in (64, 8)]
+    after = [largest(*cell(limits), folder=COALESCED_0025) for limits in limits_0025]
+    allows = [cpu_allows(*cell(limits), folder=COALESCED_0025)[0] for limits in limits_0025]
+    return (f"the stock cursor **{stock}**, coalesced **{ahead[0]}** at its default 64 MiB ahead and **{ahead[1]}** at "
+            "`--lmdb-ahead-mb 8`", f"the answers are the same, {after[0]}\nand {after[1]}, and the data path's CPU "
+            f"allows {allows[0]:.1f} and {allows[1]:.1f}")
+
+
+MULTIHOST = "results/ci-2core-multihost-capacity"
+PROJECT_CLUSTER = "no limits"  # the cluster run.py starts on this host, reached on loopback
+
+
+def multihost_rows():
+    """The multihost sweep's curves in the table's order: this host (the project's cluster, then the same
+    cluster named with --cluster), then 1, 2, 4 client hosts: [(limits, N, held runs, failed runs)]."""
+    from analysis import capacity
+    found = []
+    for (_, _, limits, _, _), (mine, by_n, lost) in capacity_curves(MULTIHOST).items():
+        n = capacity.largest_n(by_n, lost)[0]
+        at = lambda k: [r for r in mine if capacity.solvers(r) == k]  # noqa: E731
+        hosts = capacity.client_hosts(mine[0]) or 0
+        found.append(((hosts, limits != PROJECT_CLUSTER), limits, n, at(n), at(n + 1)))
+    return [row[1:] for row in sorted(found)]
+
+
+@claim
+def capacity_multihost_table():
+    """Per row: largest N, AU at N / N + 1, what stopped N + 1 (with the cores at both N) and its CPU per image."""
+    from analysis import capacity
+    results = ROOT / MULTIHOST
+    rows = []
+    for _, n, held, failed in multihost_rows():
+        aus = [statistics.median(au for au, _ in capacity.group_aus(rs).values()) for rs in (held, failed)]
+        word = capacity.stopped_by(failed, results, held).split(" (")[0]
+        cores = [capacity.figures_of(rs, results).cores for rs in (failed, held)]
+        solvers_us, servers_us = capacity.cpu_per_image(failed)
+        rows.append(f"| {n} | {aus[0]:.3f} / {aus[1]:.3f} | {word} (cores {cores[0]:.0%} at {n + 1}, {cores[1]:.0%} "
+                    f"at {n}) | {solvers_us:.1f} / {servers_us:.1f} |")
+    return tuple(rows)
+
+
+@claim
+def capacity_multihost_says():
+    from analysis import capacity
+    results = ROOT / MULTIHOST
+    rows = multihost_rows()
+    across = rows[2:]
+    cores = [capacity.figures_of(failed, results).cores for _, _, _, failed in rows]
+    servers = [capacity.figures_of(failed, results).servers for _, _, _, failed in rows]
+    per_image = [capacity.cpu_per_image(failed)[1] for _, _, _, failed in rows]
+    held = [statistics.median(au for au, _ in capacity.group_aus(rs).values()) for _, _, rs, _ in rows]
+    one = lambda x: f"{x:.1f}"  # noqa: E731
+    three = lambda x: f"{x:.3f}"  # noqa: E731
+    return (f"moves the answer by at most one solver ({', '.join(str(n) for _, n, _, _ in across)})",
+            f"cores are {percents(cores)} busy at every failing N", f"near\na core ({percents(servers)} in training)",
+            f"charged {span(per_image[2:], one)} µs of CPU per image, on\nloopback {span(per_image[:2], one)}",
+            f"({span(held[2:4], three)} at N = 5 against {span(held[:2], three)})")
+
+
+@claim
+def capacity_against_ffcv():
+    """ImageNet's images per core-second on the capacity sweeps against FFCV's per vCPU."""
+    from analysis import capacity
+    raw, jpeg = capacity.OUTSIDE_REFERENCES["imagenet"]
+    rates = {b: [per_core(*k) for k in capacity_curves() if k[0] == "imagenet" and k[3] in b]
+             for b in (raw.backends, jpeg.backends)}
+    records, pngs = rates[raw.backends], rates[jpeg.backends]
+    return (f"Per vCPU that is {count(raw.per_vcpu)} and {count(jpeg.per_vcpu)} images/s",
+            f"delivers {span(records, count)} raw records per CPU second from LMDB, LevelDB and Redis, "
+            f"{span([x / raw.per_vcpu for x in records])}x FFCV's raw rate, and {span(pngs, count)} PNGs per CPU "
+            "second, "
+            f"{span([x / jpeg.per_vcpu for x in pngs])}x FFCV's")
+
+
+@claim
+def capacity_redis_io():
+    cell = ("imagenet", "h100")
+    thread, inline = (f"{ONE_GIB}; redis_io {w}" for w in ("thread", "inline"))
+    aus = [capacity_answer(*cell, limits, "redis", c)[1] for limits in (thread, inline) for c in ("warm", "cold")]
+    rates = {limits: [per_core(*cell, limits, "redis", c) for c in ("warm", "cold")] for limits in (thread, inline)}
+    old = [per_core(*cell, ONE_GIB, "redis", c) for c in ("warm", "cold")]
+    return (f"1 solver at AU {span(aus, lambda x: f'{x:.2f}')} either way",
+            f"and {span(rates[thread] + rates[inline], count)} records per CPU second",
+            f"the I/O thread {span([t / i for t, i in zip(rates[thread], rates[inline])], lambda x: f'{x:.2f}')}x "
+            "inline's",
+            f"Its {count(old[0])} / {count(old[1])} of 2026-11-24")
+
+
+# -- docs/emulation.md --------------------------------------------------------------------------
+
+GPU_STEP_CELLS = "results/ci-2core-gpu-step-cells"
+NUMBER_WORDS = {0: "none", 1: "one", 2: "two", 3: "three", 4: "four", 5: "five", 6: "six"}
+
+
+def same_host_predictions():
+    """The same-host rows of the GPU steps that predict (a row repeating a fitted cell is no evidence)."""
+    from benchmarks import calibration
+    return [r for r in calibration.same_host_rows(calibration.gpu_step_folders())
+            if r["ratio"] is not None and not r["use"].startswith("fitted")]
+
+
+@claim
+def emulation_hdf5_copies():
+    """MNIST warm on the real H100: HDF5's solver seconds over LMDB's."""
+    seconds = {r.backend: r.solver_seconds for r in runs("results/h100")
+               if (r.dataset, r.cache) == ("mnist", "warm") and r.backend in ("hdf5", "lmdb")}
+    return (f"took {seconds['hdf5'] / seconds['lmdb']:.1f}x LMDB's solver time ({seconds['hdf5']:.1f} s against "
+            f"{seconds['lmdb']:.1f})")
+
+
+@claim
+def emulation_gpu_steps():
+    """The same-host table's predictions: within 15%, what their runs decide, and the fitted row."""
+    from benchmarks import calibration
+    rows = same_host_predictions()
+    within = [r for r in rows if calibration.verdict(r, 1.15).startswith("within")]
+    said = lambda verdict: [r for r in rows if r["power"][2] == verdict]  # noqa: E731
+    in_spread, beyond, undecided = (said(v) for v in (calibration.WITHIN_SPREAD, calibration.BEYOND_SPREAD,
+                                                     calibration.UNDECIDED))
+    fitted = next(r for r in calibration.same_host_rows(calibration.gpu_step_folders())
+                  if r["use"].startswith("fitted"))
+    ns = [n for r in undecided for n in (r["reference_n"], r["ours_n"])]
+    return (f"{len(within)} of the {len(rows)} predictions have means within 15%, but their runs decide only "
+            f"{len(in_spread) + len(beyond)}: {NUMBER_WORDS[len(in_spread)]} image-file cells",
+            f"beyond its spread ({beyond[0]['ratio']:.2f}x", f"The other\n{len(undecided)}",
+            f"(n = {span(ns, count)} per arm), are undecided: their arms repeat only within "
+            f"{span([100 * r['power'][1] for r in undecided], lambda x: f'{x:.0f}')}%",
+            f"repeats the fitted cell ({fitted['ratio']:.2f}x, its real arm's spread {fitted['reference_spread']:.0%})")
+
+
+@claim
+def emulation_cross_host():
+    """The cross-host table: how many image-file cells are judged, and the compute-bound prediction."""
+    from benchmarks import calibration
+    rows = [r for r in calibration.cross_host_rows(calibration.gpu_step_folders(), GPU_STEP_CELLS)
+            if r["ratio"] is not None and not r["use"].startswith("fitted")]
+    files = [r for r in rows if r["bound"] == "data path"]
+    judged = [r for r in files if calibration.verdict(r, 1.15) != "host CPU unknown"]
+    (compute,) = [r for r in rows if r["bound"] == "compute"]
+    goal = "within" if calibration.verdict(compute, 1.15).startswith("within") else "outside"
+    spread = {calibration.BEYOND_SPREAD: "beyond its spread", calibration.WITHIN_SPREAD: "within its spread"}.get(
+        compute["power"][2], "undecided")
+    return (f"{NUMBER_WORDS[len(judged)]} of the {len(files)} image-file cells\nis judged yet",
+            f"the one compute-bound\nprediction, LeNet on the H200, is {goal} 15% and {spread}")
+
+
+def disk_fit_runs(kept):
+    """MNIST's image files cold on the 2016 profile, with the run's pages kept from the reclaimer or not."""
+    return [r for r in runs(PAPER2016) if (r.dataset, r.backend, r.cache) == ("mnist", "images", "cold")
+            and any(k.startswith("damon") for k in r.limits.get("applied", ())) == kept]
+
+
+@claim
+def emulation_disk_fit():
+    """The 2016 disk's IOPS, fitted on the one run benchmarks/calibration.py fits it on."""
+    from benchmarks import calibration
+    r, _ = calibration.DISK_CELL.load()
+    reads, asked = calibration.disk_reads(r)[0], r.limits["riops"]
+    paper = calibration.paper_seconds("mnist", "images", "cold")
+    t0 = r.wall_seconds - reads / asked
+    return (f"**{calibration.fit_disk()['riops']} read IOPS, fitted on one paper cell**",
+            f"at the previous step's {asked} IOPS made R = {reads:,} reads "
+            f"({reads / r.artifact_footprint['files']:.2f} per PNG",
+            f"in {r.wall_seconds:.1f} s, so T0 = {t0:.1f} s, and {reads:,} / ({paper} - {t0:.1f}) = "
+            f"{reads / (paper - t0):.0f} IOPS gives the paper's {paper} s")
+
+
+@claim
+def emulation_disk_fit_holds():
+    """The fit's earlier runs (the reclaimer reached them) against the runs at the fitted IOPS."""
+    from benchmarks import calibration
+    reached = disk_fit_runs(kept=False)
+    per_file = {r.run_id: calibration.disk_reads(r)[0] / r.artifact_footprint["files"] for r in reached}
+    worst = max(reached, key=lambda r: per_file[r.run_id])
+    riops = machines.get("paper2016").limits["riops"]
+    at = [r for r in disk_fit_runs(kept=True) if r.limits["riops"] == riops]
+    walls = [r.wall_seconds for r in at]
+    paper = calibration.paper_seconds("mnist", "images", "cold")
+    return (f"({span(per_file.values(), lambda x: f'{x:.2f}')} per file,\n{worst.wall_seconds:.0f} s at "
+            f"{worst.limits['riops']} IOPS)", f"At {riops} IOPS that cell took {statistics.mean(walls):.1f} s "
+            f"({span(walls, lambda x: f'{x:.1f}')}, n = {len(at)}; {statistics.mean(walls) / paper:.2f}x the paper), "
+            f"with {span([calibration.disk_reads(r)[0] for r in at], count)} reads")
+
+
+@claim
+def emulation_cpu_quota_table():
+    """The CPU-quota table: wall seconds of CIFAR-10's and MNIST's image files warm, per quota, over the paper."""
+    from benchmarks import calibration
+    walls = {(r.dataset, (r.limits or {}).get("cpu_quota")): r.wall_seconds
+             for r in runs("results/ci-2core-paper2016-cpu-quota")}
+    paper = {d: calibration.paper_seconds(d, "images", "warm") for d in ("cifar10", "mnist")}
+    cell = lambda d, q: f"{walls[d, q]:.1f} ({walls[d, q] / paper[d]:.2f}x"  # noqa: E731
+    return tuple(text for q, label in ((None, "none"), (0.7, "0.7 cores"), (0.6, "0.6 cores"))
+                 for text in (f"| {label} | {cell('cifar10', q)}", cell("mnist", q)))
+
+
+@claim
+def emulation_cpu_per_image():
+    """The 2016 machine's CPU per image read (its stated seconds, a bound) against this VM's data path."""
+    from benchmarks import calibration
+    paper = {d: 1e6 * calibration.paper_seconds(d, "images", "warm") / calibration.images_read(d)
+             for d in ("cifar10", "mnist")}
+    ours = {d: statistics.mean(calibration.data_path_us_per_image(r) for r in runs(GPU_STEP_CELLS) if (
+        r.dataset, r.backend, r.cache) == (d, "images", "warm") and not r.read_options) for d in ("cifar10", "mnist")}
+    return (f"at least {paper['cifar10'] / paper['mnist']:.1f}x as long", f"{calibration.images_read('cifar10'):,} "
+            f"images read,\n{paper['cifar10']:.0f} µs, against at most {paper['mnist']:.0f} µs for MNIST's "
+            f"{calibration.images_read('mnist'):,}", f"this VM's data path {ours['cifar10'] / ours['mnist']:.1f}x "
+            f"({ours['cifar10']:.1f} and\n{ours['mnist']:.1f} µs")
+
+
+@claim
+def emulation_committed_vm():
+    return (f"ran these cells\nin {mean_wall('cifar10', 'images', 'warm'):.1f} and "
+            f"{mean_wall('mnist', 'images', 'warm'):.1f} s")
+
+
+DATA_PATH = "results/ci-2core/benchmarks/data_path.json"
+BACKEND_LABELS = {"lmdb": "LMDB", "leveldb": "LevelDB", "hdf5": "HDF5", "images": "image files", "pymem": "pymem",
+                  "cppmem": "cppmem"}
+
+
+@claim
+def emulation_h100_eats():
+    """Images/s the fitted emulated H100 eats per net, and what benchmarks/data_path.py held them against then."""
+    from data_prep import datasets
+    from experiments import accelerators
+    eats = {}
+    for d in LABELS:
+        model = datasets.get(d).model
+        eats[d] = model.batch * 1000 / accelerators.from_profile("h100", model).ms_per_iteration
+    cells = json.loads((ROOT / DATA_PATH).read_text())["cells"]
+    return (f"LeNet eats {hundreds(eats['mnist'])} images/s,\ncifar10_quick {hundreds(eats['cifar10'])}, CaffeNet "
+            f"{hundreds(eats['imagenet'])} (before the fit: {hundreds(cells['mnist/lmdb/warm']['need'])} and "
+            f"{hundreds(cells['cifar10/lmdb/warm']['need'])})")
+
+
+@claim
+def emulation_data_path_table():
+    """benchmarks/data_path.py's rates (0 ms accelerator), images/s: median (range) of its rounds, warm and cold."""
+    cells = json.loads((ROOT / DATA_PATH).read_text())["cells"]
+    rate = lambda c: f"{hundreds(c['median'])} ({span(c['all'], hundreds)})"  # noqa: E731
+    out = []
+    for d in ("mnist", "cifar10"):
+        for b, label in BACKEND_LABELS.items():
+            out.append(f"| {label} | {rate(cells[f'{d}/{b}/warm'])} | {rate(cells[f'{d}/{b}/cold'])} |")
+            if b == "hdf5":
+                out.append(f"its host copies **no** (AU {matrix_au(H100, d, b):.0%})")
+            if (d, b) == ("mnist", "images"):
+                out.append(data_path_on_paper(cells[f"{d}/{b}/warm"]["median"], d))
+    return tuple(out)
+
+
+def matrix_au(folder, dataset, backend, cache="warm"):
+    return statistics.mean(r.au for r in runs(folder) if (r.dataset, r.backend, r.cache) == (dataset, backend, cache))
+
+
+def data_path_on_paper(delivered, dataset):
+    """How far a data-path rate clears 0.90 of what the fitted emulated H100 eats, and what the two matrices
+    measured (the Intel Xeon's before the calibration, the AMD EPYC's after)."""
+    from data_prep import datasets
+    from experiments import accelerators
+    model = datasets.get(dataset).model
+    needed = 0.90 * model.batch * 1000 / accelerators.from_profile("h100", model).ms_per_iteration
+    return (f"on paper by {100 * (delivered / needed - 1):.1f}% ({hundreds(delivered)} against {thousands(needed)} "
+            f"needed), in the matrix **no** (AU {matrix_au(H100_BEFORE, dataset, 'images'):.0%} on that Xeon, "
+            f"{matrix_au(H100, dataset, 'images'):.0%} on the EPYC)")
 
 
 # -- constants the prose states: checked against the code that has them --------------------------

@@ -96,7 +96,7 @@ H100_COPY_CELL = Cell("results/h100", "mnist", "hdf5", "warm")
 # The disk is fitted by iteration on this one cell: a run at the last fitted IOPS gives the next.
 # Step 1: results/ci-2core-paper2016 (150 IOPS, an Intel Xeon CI machine) gave 388; step 2 (388
 # IOPS, an AMD EPYC CI machine) gave 287. Both counted the device's requests, and the host's DAMON
-# pageout evicted files between epochs (1.27-2.19 reads per file, varying run to run). Step 3
+# pageout evicted files between epochs (1.27-2.21 reads per file, varying run to run). Step 3
 # (below: 287 IOPS, the run's pages kept from the reclaimer, the throttle's own count: 1.08 reads
 # per file) gives the value in force.
 DISK_CELL = Cell("results/ci-2core-paper2016-calibrated", "mnist", "images", "cold", riops=287,
