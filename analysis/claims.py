@@ -1090,7 +1090,6 @@ CAPACITY_CONTROL = "results/ci-2core-capacity-control"
 ONE_GIB = "1 GiB"
 PER_SOLVER = "1 GiB + 0.78125 GiB per further solver"  # --mem-per-solver 800M
 NO_LIMITS, PAPER2016_PROFILE = "no limits", "paper2016 profile"
-IN_MEMORY = ("pymem", "cppmem")
 
 
 @functools.cache
@@ -1261,7 +1260,9 @@ def capacity_lmdb_shares():
 
 
 def in_memory_curves():
-    return [k for k in capacity_curves() if k[2] == NO_LIMITS and k[3] in IN_MEMORY]
+    """The curves of the backends whose data the solver holds in its memory (MemoryData readers)."""
+    from data_prep import backends
+    return [k for k in capacity_curves() if k[2] == NO_LIMITS and backends.get(k[3]).layer == "MemoryData"]
 
 
 @claim

@@ -22,13 +22,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from analysis import capacity  # noqa: E402
 import toolchain  # noqa: E402
+from data_prep import backends  # noqa: E402
 from experiments import run  # noqa: E402
 from experiments.record import recorded  # noqa: E402
 
 
-# the backend's thread option: (its read option, its run.py flag, what the threads do)
-THREAD_OPTIONS = {"images": ("decode_threads", "--decode-threads", "decode"),
-                  **{b: ("transform_threads", "--transform-threads", "transform") for b in ("lmdb", "leveldb", "redis")}}
+# what each thread option's threads do; the backends that declare one (data_prep/backends) are compared
+THREAD_WORK = {"decode_threads": "decode", "transform_threads": "transform"}
+# backend -> (its read option, its run.py flag, what the threads do)
+THREAD_OPTIONS = {b.name: (o.name, o.flag, THREAD_WORK[o.name])
+                  for b in backends.REGISTRY.values() for o in b.options if o.name in THREAD_WORK}
 
 
 def main(argv=None):
@@ -69,7 +72,6 @@ def iterations(a, dataset):
 
 
 def table(a, datasets, threads):
-    from data_prep import backends
     option, _, work = THREAD_OPTIONS[a.backend]
     label = backends.get(a.backend).label
     lines = [f"{label[:1].upper() + label[1:]}, {a.cache}, emulated {a.accelerator}, "
@@ -88,7 +90,7 @@ def table(a, datasets, threads):
             aus = [r.au for r in rs]
             rate = capacity.images_per_core_second(rs)
             lines.append(f"| {dataset} | {n} | {len(rs)} | {statistics.median(aus):.3f} ({min(aus):.3f}-{max(aus):.3f}) "
-                         f"| {statistics.median(aus) / base:.2f}x | {rate:,.0f} |" if base else "")
+                         f"| {statistics.median(aus) / base:.2f}x | {f'{rate:,.0f}' if rate else '-'} |" if base else "")
     return "\n".join(lines)
 
 
