@@ -219,9 +219,9 @@ def _failures_said(records):
 def ranked(a, sweeps, refused, results, seconds):
     """The answer, most accelerators first: per backend the largest N, the median group AU at
     N and N + 1, and what stopped it (analysis/capacity.py stopped_by)."""
+    took = f"{seconds / 60:.0f} min" if seconds >= 120 else f"{seconds:.0f} s"
     lines = [f"\n{a.dataset} {a.cache}: accelerators one host keeps at AU >= {THRESHOLD:.2f} with every solver "
-             f"finishing (median of runs; {seconds / 60:.0f} min)" if seconds >= 120 else
-             f"finishing (median of runs; {seconds:.0f} s)", "",
+             f"finishing (median of runs; {took})", "",
              "| backend | largest N | AU at N / N + 1 (n) | stopped by |", "|---|---|---|---|"]
     for backend, sweep in sorted(sweeps.items(), key=lambda item: -item[1].answer):
         n, seen = sweep.answer, sweep.seen

@@ -2,6 +2,7 @@
 Caffe runs of several solvers at once on the emulated H100 (LeNet: 1.05 ms per iteration), where
 warm MNIST image files starve even one solver (AU ~0.3) and LMDB feeds two (AU ~0.99)."""
 import dataclasses
+import re
 
 import pytest
 
@@ -133,7 +134,10 @@ def test_a_backend_run_py_refuses_is_named_and_the_others_are_swept(mnist_small,
     out, err = capsys.readouterr()
     assert rc == 2
     assert "| redis | not swept: run.py refused it" in out and "a Redis Cluster is reached over the network" in err
-    assert "| lmdb | 1+ |" in out  # the ranked answer: --max 1 held, N + 1 not reached
+    # the ranked answer from LMDB's one run at N = 1: held (N + 1 not reached) or, on a slow or busy
+    # host, failed; either way swept and ranked beside the refused backend
+    assert re.search(r"\| lmdb \| (1\+ \| [\d.]+ / - \(1, 0\)|0 \| - / [\d.]+ \(0, 1\))", out), out
+    assert "mnist cold: accelerators one host keeps" in out
     assert {r.backend for r in recorded(tmp_path, "mnist")} == {"lmdb"}
 
 
