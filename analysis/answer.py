@@ -43,13 +43,13 @@ Feeds = namedtuple("Feeds", "n bracketed notes single")
 
 def paper2016_seconds():
     """{(dataset, backend, cache): (mean wall seconds, n)} under the paper2016 profile's disk, as the
-    fidelity table takes them (benchmarks/calibration.py paper_cells)."""
-    from benchmarks.calibration import paper_cells
+    fidelity table takes them (analysis/fidelity.py paper_cells)."""
+    from analysis.fidelity import paper_cells
     return {k: (v[0], v[1]) for k, v in paper_cells(PAPER2016).items()}
 
 
 def paper_seconds():
-    from benchmarks.calibration import REFERENCE
+    from experiments.calibration import REFERENCE
     return {(r["dataset"], r["backend"], r["cache"]): r["mean"] for r in REFERENCE["training_seconds"]}
 
 
@@ -85,7 +85,7 @@ def iterations(dataset):
 
 def rows():
     """One row per dataset and backend that any of the three sources has."""
-    from benchmarks.calibration import cell_means
+    from analysis.fidelity import cell_means
     au = {k: v[:2] for k, v in cell_means(H100, "au").items()}
     seconds, feeds, paper = (paper2016_seconds(),
                              capacity_answers(), paper_seconds())
@@ -117,7 +117,7 @@ def _runs_by_cell(folder):
 def hosts():
     """{folder: (letter, words)}: each column's host, named by its results folder, its CPU model
     and its CPU probe (monitor/cpu_probe.py; 'not measured' where its runs predate the probe)."""
-    from benchmarks.calibration import host_probe, probe_words
+    from analysis.fidelity import host_probe, probe_words
     found = {}
     for _, _, folder in columns():
         if folder not in found:

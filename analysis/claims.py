@@ -227,10 +227,10 @@ def readme_files_over_kv_imagenet_2016():
 @claim
 def readme_emulation_same_host():
     """Real against emulated on the lent GPU hosts (the fidelity's same-host table): the cells that
-    predict, as benchmarks/calibration.py counts them (a cell a parameter was fitted on is no evidence)."""
-    from benchmarks import calibration
+    predict, as analysis/fidelity.py counts them (a cell a parameter was fitted on is no evidence)."""
+    from analysis import fidelity
     rows = same_host_predictions()
-    within = [calibration.verdict(r, 1.15).startswith("within") for r in rows]
+    within = [fidelity.verdict(r, 1.15).startswith("within") for r in rows]
     data = [w for w, r in zip(within, rows) if r["bound"] == "data path"]
     outside = [r["ratio"] for w, r in zip(within, rows) if not w]
     return (f"within 15% in {sum(within)} of the {len(rows)} cells not fitted on, {sum(data)} of {len(data)} where "
@@ -241,28 +241,28 @@ def readme_emulation_same_host():
 @claim
 def readme_emulation_power():
     """How many same-host cells not fitted on their runs decide (the difference against the arms' own
-    spread, benchmarks/calibration.py against_spread), and the spreads of those they leave undecided."""
-    from benchmarks import calibration
+    spread, analysis/fidelity.py against_spread), and the spreads of those they leave undecided."""
+    from analysis import fidelity
     rows = same_host_predictions()
     said = [r["power"][2] for r in rows]
-    undecided = [r for r in rows if r["power"][2] == calibration.UNDECIDED]
+    undecided = [r for r in rows if r["power"][2] == fidelity.UNDECIDED]
     ns = [n for r in undecided for n in (r["reference_n"], r["ours_n"])]
     return (f"the runs decide only {len(rows) - len(undecided)} of the {len(rows)} "
-            f"({said.count(calibration.WITHIN_SPREAD)} within the arms' own spread, "
-            f"{said.count(calibration.BEYOND_SPREAD)} beyond it); the other {len(undecided)} are undecided, their arms "
+            f"({said.count(fidelity.WITHIN_SPREAD)} within the arms' own spread, "
+            f"{said.count(fidelity.BEYOND_SPREAD)} beyond it); the other {len(undecided)} are undecided, their arms "
             f"spreading {span([r['power'][1] * 100 for r in undecided], lambda x: f'{x:.0f}')}% at n = {span(ns, count)}")
 
 
 @claim
 def readme_emulation_cross_host():
     """The emulated H100 on this project's VM against the GPU steps' real runs: judged and within, by bound."""
-    from benchmarks import calibration
-    rows = [r for r in calibration.cross_host_rows(calibration.gpu_step_folders(), "results/ci-2core-gpu-step-cells")
+    from analysis import fidelity
+    rows = [r for r in fidelity.cross_host_rows(fidelity.gpu_step_folders(), "results/ci-2core-gpu-step-cells")
             if r["ratio"] is not None and not r["use"].startswith("fitted")]
     compute = [r for r in rows if r["bound"] == "compute"]
     data = [r for r in rows if r["bound"] == "data path"]
-    judged = [r for r in data if calibration.verdict(r, 1.15) != "host CPU unknown"]
-    within = sum(calibration.verdict(r, 1.15).startswith("within") for r in compute)
+    judged = [r for r in data if fidelity.verdict(r, 1.15) != "host CPU unknown"]
+    within = sum(fidelity.verdict(r, 1.15).startswith("within") for r in compute)
     return (f"{within} of {len(compute)} compute-bound cells within 15% and {len(judged)} of the {len(data)} "
             "data-path-bound cells judged yet")
 
@@ -778,8 +778,8 @@ def results_real_h100_says():
 @claim
 def results_png_decoding():
     """The data path's CPU per MNIST PNG in the calibrated H100 matrix (image files warm)."""
-    from benchmarks import calibration
-    us = calibration.prefetch_us_per_image(H100, "mnist", "images", "warm")[0]
+    from analysis import fidelity
+    us = fidelity.prefetch_us_per_image(H100, "mnist", "images", "warm")[0]
     return f"PNG decoding {us:.0f} us per MNIST image"
 
 
@@ -1565,8 +1565,8 @@ NUMBER_WORDS = {0: "none", 1: "one", 2: "two", 3: "three", 4: "four", 5: "five",
 
 def same_host_predictions():
     """The same-host rows of the GPU steps that predict (a row repeating a fitted cell is no evidence)."""
-    from benchmarks import calibration
-    return [r for r in calibration.same_host_rows(calibration.gpu_step_folders())
+    from analysis import fidelity
+    return [r for r in fidelity.same_host_rows(fidelity.gpu_step_folders())
             if r["ratio"] is not None and not r["use"].startswith("fitted")]
 
 
@@ -1582,13 +1582,13 @@ def emulation_hdf5_copies():
 @claim
 def emulation_gpu_steps():
     """The same-host table's predictions: within 15%, what their runs decide, and the fitted row."""
-    from benchmarks import calibration
+    from analysis import fidelity
     rows = same_host_predictions()
-    within = [r for r in rows if calibration.verdict(r, 1.15).startswith("within")]
+    within = [r for r in rows if fidelity.verdict(r, 1.15).startswith("within")]
     said = lambda verdict: [r for r in rows if r["power"][2] == verdict]  # noqa: E731
-    in_spread, beyond, undecided = (said(v) for v in (calibration.WITHIN_SPREAD, calibration.BEYOND_SPREAD,
-                                                     calibration.UNDECIDED))
-    fitted = next(r for r in calibration.same_host_rows(calibration.gpu_step_folders())
+    in_spread, beyond, undecided = (said(v) for v in (fidelity.WITHIN_SPREAD, fidelity.BEYOND_SPREAD,
+                                                     fidelity.UNDECIDED))
+    fitted = next(r for r in fidelity.same_host_rows(fidelity.gpu_step_folders())
                   if r["use"].startswith("fitted"))
     ns = [n for r in undecided for n in (r["reference_n"], r["ours_n"])]
     return (f"{len(within)} of the {len(rows)} predictions have means within 15%, but their runs decide only "
@@ -1602,14 +1602,14 @@ def emulation_gpu_steps():
 @claim
 def emulation_cross_host():
     """The cross-host table: how many image-file cells are judged, and the compute-bound prediction."""
-    from benchmarks import calibration
-    rows = [r for r in calibration.cross_host_rows(calibration.gpu_step_folders(), GPU_STEP_CELLS)
+    from analysis import fidelity
+    rows = [r for r in fidelity.cross_host_rows(fidelity.gpu_step_folders(), GPU_STEP_CELLS)
             if r["ratio"] is not None and not r["use"].startswith("fitted")]
     files = [r for r in rows if r["bound"] == "data path"]
-    judged = [r for r in files if calibration.verdict(r, 1.15) != "host CPU unknown"]
+    judged = [r for r in files if fidelity.verdict(r, 1.15) != "host CPU unknown"]
     (compute,) = [r for r in rows if r["bound"] == "compute"]
-    goal = "within" if calibration.verdict(compute, 1.15).startswith("within") else "outside"
-    spread = {calibration.BEYOND_SPREAD: "beyond its spread", calibration.WITHIN_SPREAD: "within its spread"}.get(
+    goal = "within" if fidelity.verdict(compute, 1.15).startswith("within") else "outside"
+    spread = {fidelity.BEYOND_SPREAD: "beyond its spread", fidelity.WITHIN_SPREAD: "within its spread"}.get(
         compute["power"][2], "undecided")
     return (f"{NUMBER_WORDS[len(judged)]} of the {len(files)} image-file cells\nis judged yet",
             f"the one compute-bound\nprediction, LeNet on the H200, is {goal} 15% and {spread}")
@@ -1623,8 +1623,8 @@ def disk_fit_runs(kept):
 
 @claim
 def emulation_disk_fit():
-    """The 2016 disk's IOPS, fitted on the one run benchmarks/calibration.py fits it on."""
-    from benchmarks import calibration
+    """The 2016 disk's IOPS, fitted on the one run experiments/calibration.py fits it on."""
+    from experiments import calibration
     r, _ = calibration.DISK_CELL.load()
     reads, asked = calibration.disk_reads(r)[0], r.limits["riops"]
     paper = calibration.paper_seconds("mnist", "images", "cold")
@@ -1639,7 +1639,7 @@ def emulation_disk_fit():
 @claim
 def emulation_disk_fit_holds():
     """The fit's earlier runs (the reclaimer reached them) against the runs at the fitted IOPS."""
-    from benchmarks import calibration
+    from experiments import calibration
     reached = disk_fit_runs(kept=False)
     per_file = {r.run_id: calibration.disk_reads(r)[0] / r.artifact_footprint["files"] for r in reached}
     worst = max(reached, key=lambda r: per_file[r.run_id])
@@ -1656,7 +1656,7 @@ def emulation_disk_fit_holds():
 @claim
 def emulation_cpu_quota_table():
     """The CPU-quota table: wall seconds of CIFAR-10's and MNIST's image files warm, per quota, over the paper."""
-    from benchmarks import calibration
+    from experiments import calibration
     walls = {(r.dataset, (r.limits or {}).get("cpu_quota")): r.wall_seconds
              for r in runs("results/ci-2core-paper2016-cpu-quota")}
     paper = {d: calibration.paper_seconds(d, "images", "warm") for d in ("cifar10", "mnist")}
@@ -1668,10 +1668,11 @@ def emulation_cpu_quota_table():
 @claim
 def emulation_cpu_per_image():
     """The 2016 machine's CPU per image read (its stated seconds, a bound) against this VM's data path."""
-    from benchmarks import calibration
+    from analysis import fidelity
+    from experiments import calibration
     paper = {d: 1e6 * calibration.paper_seconds(d, "images", "warm") / calibration.images_read(d)
              for d in ("cifar10", "mnist")}
-    ours = {d: statistics.mean(calibration.data_path_us_per_image(r) for r in runs(GPU_STEP_CELLS) if (
+    ours = {d: statistics.mean(fidelity.data_path_us_per_image(r) for r in runs(GPU_STEP_CELLS) if (
         r.dataset, r.backend, r.cache) == (d, "images", "warm") and not r.read_options) for d in ("cifar10", "mnist")}
     return (f"at least {paper['cifar10'] / paper['mnist']:.1f}x as long", f"{calibration.images_read('cifar10'):,} "
             f"images read,\n{paper['cifar10']:.0f} µs, against at most {paper['mnist']:.0f} µs for MNIST's "

@@ -25,6 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from data_prep import backends, datasets  # noqa: E402
 from experiments import proctrack, record  # noqa: E402
+from experiments.cells import cell_stats  # noqa: E402
 from experiments.record import COLD_AT_MOST, MISSED, WARM_AT_LEAST  # noqa: E402
 
 REFERENCE = json.loads((Path(__file__).parent / "paper_reference.json").read_text())
@@ -61,23 +62,6 @@ def setups(records):
     for r in records:
         groups.setdefault(r.setup(), []).append(r)
     return sorted(groups.items(), key=lambda kv: -len(kv[1]))
-
-
-def cell_stats(records):
-    """(dataset, backend, cache) -> mean, sd (None for one run), n of wall seconds over ok runs,
-    and the means of start-up seconds and AU where recorded."""
-    cells = {}
-    for r in records:
-        if r.ok:  # by the state the cache had (record.cache_state): a partly warm run is not a warm one
-            cells.setdefault((r.dataset, r.backend, r.cache_state), []).append(r)
-
-    def mean_of(rs, attr):
-        vals = [getattr(r, attr) for r in rs if getattr(r, attr) is not None]
-        return statistics.mean(vals) if vals else None
-    return {k: {"mean": statistics.mean(r.wall_seconds for r in v),
-                "sd": statistics.stdev(r.wall_seconds for r in v) if len(v) > 1 else None, "n": len(v),
-                "startup": mean_of(v, "startup_seconds"), "au": mean_of(v, "au")}
-            for k, v in cells.items()}
 
 
 def is_stock(records, dataset):

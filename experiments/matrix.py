@@ -21,7 +21,7 @@ KINDS = ("all", "quick")
 
 
 def print_table(dataset, records, out=sys.stdout):
-    from analysis.report import cell_stats
+    from experiments.cells import cell_stats
     table = cell_stats(records)
     print(f"\n{dataset}: training wall time in seconds, mean +- sd (n), and AU", file=out)
     for s in sorted({" / ".join(r.setup()) for r in records if r.dataset == dataset}):

@@ -1,6 +1,6 @@
 """What a run measured on one host predicts for another, from the two hosts' CPU probes
 (monitor/cpu_probe.py): the one model behind the fidelity tables' scaling
-(benchmarks/calibration.py) and `make host-check` (benchmarks/host_check.py).
+(analysis/fidelity.py) and `make host-check` (benchmarks/host_check.py).
 
 The model's assumptions:
 
@@ -22,14 +22,14 @@ The model's assumptions:
   cold or remote cell's prediction is only as good as its CPU share; host-check uses warm,
   local cells.
 - The data path's own time is the CPU seconds of its threads (the prefetch thread and its
-  readers, analysis/capacity.py data_path_cpu): in a data-path-bound run they are the solver's
-  time, in a compute-bound one they hid under the compute, so a compute-bound cell stays at its
-  compute until a host is slow enough for its data path to come out from under it. What the
+  readers, experiments/data_path_cpu.py data_path_cpu): in a data-path-bound run they are the
+  solver's time, in a compute-bound one they hid under the compute, so a compute-bound cell stays
+  at its compute until a host is slow enough for its data path to come out from under it. What the
   reference run spent beyond both (the solver's start, test passes' waits) is kept as it was.
   Records without thread CPU: the solver's seconds where the run was data-path-bound (AU below
   COMPUTE_BOUND_AU), unknown where it was compute-bound.
 - Cores enter only where several solvers share a host: the N the data path's CPU allows is
-  analysis/capacity.py's cpu_allows (cores x images per CPU second per core over what one
+  experiments/data_path_cpu.py's cpu_allows (cores x images per CPU second per core over what one
   accelerator eats) of the reference records with their threads' CPU seconds scaled by the
   probe ratio and the host's cores put in; a Redis server's CPU is not image work and is not
   scaled. One solver's time does not depend on the number of cores.
@@ -37,7 +37,7 @@ The model's assumptions:
 import dataclasses
 import statistics
 
-from analysis import capacity
+from experiments.data_path_cpu import cpu_allows, data_path_cpu
 from monitor import cpu_probe
 
 COMPUTE_BOUND_AU = 0.97  # a run at or above this AU waited on its accelerator, not its data path
@@ -83,11 +83,11 @@ def compute_seconds(records):
 
 def data_path_seconds(records):
     """The data path's own seconds in the reference runs, mean over ok records: the CPU seconds
-    of its threads (capacity.data_path_cpu; the prefetch thread is busy the whole time it is not
+    of its threads (data_path_cpu; the prefetch thread is busy the whole time it is not
     waiting for a free slot), or, in records without thread CPU, the solver's seconds where the
     runs were data-path-bound. None where neither is known."""
     runs = _ok(records)
-    cpu = [capacity.data_path_cpu(r) for r in runs]
+    cpu = [data_path_cpu(r) for r in runs]
     if all(cpu):  # the threads start before the solver's first iteration: at most the solver's time
         return statistics.mean(min(c, r.solver_seconds) for c, r in zip(cpu, runs))
     aus = [r.au for r in runs if r.au is not None]
@@ -152,10 +152,11 @@ def _on_host(r, ratio, cores):
 
 
 def predict_cpu_allows(reference_records, here_probe, here_cores):
-    """(N, one thread's share) the data path's CPU allows on this host (analysis/capacity.py's
-    cpu_allows) from the reference records scaled by the pixel probe; None where unknown."""
+    """(N, one thread's share) the data path's CPU allows on this host
+    (experiments/data_path_cpu.py's cpu_allows) from the reference records scaled by the pixel
+    probe; None where unknown."""
     runs = [r for r in reference_records if r.ok]
     there, here = probe(runs), (here_probe or {}).get(cpu_probe.PIXELS)
     if not runs or not there or not here:
         return None
-    return capacity.cpu_allows([_on_host(r, there / here, here_cores) for r in runs])
+    return cpu_allows([_on_host(r, there / here, here_cores) for r in runs])

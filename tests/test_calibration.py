@@ -6,10 +6,10 @@ import shutil
 
 import pytest
 
+from analysis import fidelity
 from conftest import ROOT
 from data_prep import cache
-from experiments import accelerators, caffe_log, rederive, runner
-from benchmarks import calibration
+from experiments import accelerators, caffe_log, calibration, rederive, runner
 
 QUIET = dict(progress=False)
 
@@ -131,26 +131,26 @@ def test_findings_are_held_as_effects_and_a_paper_effect_within_our_noise_as_non
     """'Warm image files only 40% slower': ours 5% slower is an eighth of the effect, outside,
     though 1.05 / 1.4 = 0.75 passed a 1.5x ratio of ratios; a 1.6% paper effect under our 2%
     noise is checked as no effect."""
-    check, effect = calibration.finding_check(1.4, 1.05, noise=0.02)
+    check, effect = fidelity.finding_check(1.4, 1.05, noise=0.02)
     row = dict(ratio=0.75, use="prediction", check=check, effect=effect, noise=0.02, bound="data path")
-    assert check == "effect" and effect == pytest.approx(0.125) and calibration.verdict(row, 1.5) == "outside"
-    check, effect = calibration.finding_check(1.016, 1.01, noise=0.02)
+    assert check == "effect" and effect == pytest.approx(0.125) and fidelity.verdict(row, 1.5) == "outside"
+    check, effect = fidelity.finding_check(1.016, 1.01, noise=0.02)
     row.update(check=check, effect=effect)
-    assert check == "no effect" and calibration.verdict(row, 1.5).startswith("within")
+    assert check == "no effect" and fidelity.verdict(row, 1.5).startswith("within")
     row.update(effect=0.08)
-    assert calibration.verdict(row, 1.5).startswith("outside")
-    assert calibration.bound(0.99) == "compute" and calibration.bound(0.5) == "data path"
-    assert "data-path-bound: 0 within of 1" in calibration.summary([row], 1.5)
+    assert fidelity.verdict(row, 1.5).startswith("outside")
+    assert fidelity.bound(0.99) == "compute" and fidelity.bound(0.5) == "data path"
+    assert "data-path-bound: 0 within of 1" in fidelity.summary([row], 1.5)
 
 
 def test_an_image_cell_is_judged_only_where_both_hosts_probes_are_known():
-    rows = {r["cell"]: r for r in calibration.h100_rows("results/ci-2core-emulated-h100-calibrated")}
+    rows = {r["cell"]: r for r in fidelity.h100_rows("results/ci-2core-emulated-h100-calibrated")}
     images = rows["mnist images warm"]
-    assert images["bound"] == "data path" and calibration.verdict(images, 1.15) == "host CPU unknown"
-    assert calibration.verdict(rows["mnist lmdb cold"], 1.15) == "within"
+    assert images["bound"] == "data path" and fidelity.verdict(images, 1.15) == "host CPU unknown"
+    assert fidelity.verdict(rows["mnist lmdb cold"], 1.15) == "within"
     # a data path twice as fast on the real host halves our data-path time, never below the compute
-    assert calibration.scaled_to_host(30.0, 10.0, 100, 200) == 15.0
-    assert calibration.scaled_to_host(30.0, 20.0, 100, 400) == 20.0
+    assert fidelity.scaled_to_host(30.0, 10.0, 100, 200) == 15.0
+    assert fidelity.scaled_to_host(30.0, 20.0, 100, 400) == 20.0
 
 
 def _step_run(folder, name, mode, seconds, cpu, probe, dataset="mnist", au=0.5, **kw):
@@ -172,17 +172,17 @@ def test_gpu_steps_pair_real_and_emulated_by_cell_and_scale_another_host_by_the_
     _step_run(step, "b", "emulated", 11.0, 9.5, there_probe)
     _step_run(step, "c", "real", 5.0, 4.0, there_probe, read_options={"decode_threads": 4})
     _step_run(step, "d", "emulated", 5.5, 4.5, there_probe, read_options={"decode_threads": 4})
-    rows = calibration.same_host_rows([str(step)])
+    rows = fidelity.same_host_rows([str(step)])
     assert [(r["cell"], r["ratio"]) for r in rows] == [("mnist images warm, 5000 iterations", 1.1),
                                                        ("mnist images warm, 5000 iterations, decode_threads 4", 1.1)]
     _step_run(here, "e", "emulated", 6.0, 5.0, {"images_per_second": 800, "small_files_per_second": 20_000})
-    row = next(r for r in calibration.cross_host_rows([str(step)], str(here)) if "decode" not in r["cell"])
+    row = next(r for r in fidelity.cross_host_rows([str(step)], str(here)) if "decode" not in r["cell"])
     assert (row["raw_ratio"], row["scaled"], row["ratio"]) == (0.6, {"images_per_second": 1.2,
                                                                     "small_files_per_second": 1.2}, 1.2)
     assert row["us_here"] == pytest.approx(1e6 * 5.0 / calibration.images_read("mnist", 5000), abs=0.1)
-    assert calibration.verdict(row, 1.15) == "outside"
+    assert fidelity.verdict(row, 1.15) == "outside"
     old = tmp_path / "old-step"
     _step_run(old, "f", "real", 10.0, 9.0, {"images_per_second": 400})  # a probe before the per-file work
-    row = calibration.cross_host_rows([str(old)], str(here))[0]
-    assert row["scaled"] == {"images_per_second": 1.2} and calibration.verdict(row, 1.15) == "host CPU unknown"
-    assert "host CPU unknown" not in calibration.cross_host_table([row], str(here))[0]
+    row = fidelity.cross_host_rows([str(old)], str(here))[0]
+    assert row["scaled"] == {"images_per_second": 1.2} and fidelity.verdict(row, 1.15) == "host CPU unknown"
+    assert "host CPU unknown" not in fidelity.cross_host_table([row], str(here))[0]

@@ -5,7 +5,7 @@ fitted and not counted, and an answer row whose columns come from different host
 says why its columns disagree."""
 import pytest
 
-from benchmarks import calibration
+from analysis import fidelity
 from experiments import record
 
 H100_GPU = "NVIDIA H100 80GB HBM3"  # the GPU of results/h100, whose runs the h100 profile is fitted on
@@ -30,7 +30,7 @@ def step_runs(folder, dataset, backend, mode, seconds, gpu=H100_GPU, iterations=
     ([(1, 0.0), (3, 0.01)], 1.10, "an arm of n = 1: spread unknown"),        # one run: its spread unknown
 ])
 def test_the_difference_is_held_against_the_arms_own_spread(arms, ratio, words):
-    difference, spread, said = calibration.against_spread(ratio, arms)
+    difference, spread, said = fidelity.against_spread(ratio, arms)
     assert said == words and difference == pytest.approx(abs(ratio - 1))
     assert spread == (None if "n = 1" in words else max(s for _, s in arms))
 
@@ -46,11 +46,11 @@ def test_same_host_rows_state_their_spread_verdict_and_the_summary_counts_it(tmp
     step_runs(step, "cifar10", "images", "emulated", [11.94, 12.0, 12.06])
     step_runs(step, "imagenet", "images", "real", [8.0, 10.0, 12.0], iterations=200)
     step_runs(step, "imagenet", "images", "emulated", [8.5, 10.5, 12.5], iterations=200)
-    rows = {r["cell"].split()[0]: r for r in calibration.same_host_rows([str(step)])}
+    rows = {r["cell"].split()[0]: r for r in fidelity.same_host_rows([str(step)])}
     assert {k: r["power"][2] for k, r in rows.items()} == {
-        "mnist": calibration.WITHIN_SPREAD, "cifar10": calibration.BEYOND_SPREAD, "imagenet": calibration.UNDECIDED}
-    assert calibration.verdict(rows["cifar10"], 1.15) == "outside"
-    table = "\n".join(calibration.same_host_table(list(rows.values())))
+        "mnist": fidelity.WITHIN_SPREAD, "cifar10": fidelity.BEYOND_SPREAD, "imagenet": fidelity.UNDECIDED}
+    assert fidelity.verdict(rows["cifar10"], 1.15) == "outside"
+    table = "\n".join(fidelity.same_host_table(list(rows.values())))
     assert "| difference vs spread |" in table.splitlines()[2]
     assert "3.0% vs 5.8%: within spread" in table and "20.0% vs 2.0%: beyond spread" in table
     assert "5.0% vs 40.0%: spread > goal: undecided" in table
@@ -69,16 +69,16 @@ def test_a_row_that_repeats_a_fitted_cell_is_marked_fitted_and_not_counted(tmp_p
     step_runs(other, "mnist", "lmdb", "emulated", [5.8, 5.8, 5.8], gpu="NVIDIA H200", au=0.99)
     step_runs(other, "imagenet", "lmdb", "real", [13.0, 14.0, 15.0], gpu="NVIDIA H200", iterations=200)
     step_runs(other, "imagenet", "lmdb", "emulated", [12.0, 12.0, 13.0], gpu="NVIDIA H200", iterations=200)
-    rows = {(r["cell"].split()[0], r["gpu"]): r for r in calibration.same_host_rows([str(step), str(other)])}
+    rows = {(r["cell"].split()[0], r["gpu"]): r for r in fidelity.same_host_rows([str(step), str(other)])}
     fitted, h200 = rows[("mnist", H100_GPU)], rows[("mnist", "NVIDIA H200")]
     imagenet = rows[("imagenet", "NVIDIA H200")]
     assert fitted["use"] == "fitted (h100 lenet train_ms, test_ms)"
-    assert calibration.verdict(fitted, 1.15).startswith("fitted")
-    assert h200["use"] == "prediction" and calibration.verdict(h200, 1.15) == "within"
+    assert fidelity.verdict(fitted, 1.15).startswith("fitted")
+    assert h200["use"] == "prediction" and fidelity.verdict(h200, 1.15) == "within"
     assert imagenet["use"].startswith("prediction on an unfitted compute") and "`caffe time`" in imagenet["use"]
-    summary = calibration.summary([fitted, h200], 1.15)
+    summary = fidelity.summary([fitted, h200], 1.15)
     assert "compute-bound: 1 within of 1" in summary
-    table = "\n".join(calibration.same_host_table([fitted, h200, imagenet]))
+    table = "\n".join(fidelity.same_host_table([fitted, h200, imagenet]))
     assert "| fitted (h100 lenet train_ms, test_ms) | fitted, but its cell is not reproduced" in table
 
 
@@ -88,9 +88,9 @@ def test_cross_host_rows_hold_the_scaled_difference_against_the_spread(tmp_path)
     step, here = tmp_path / "step", tmp_path / "here"
     step_runs(step, "mnist", "lmdb", "real", [5.0, 5.5, 6.0], gpu="NVIDIA H200", au=0.99)
     step_runs(here, "mnist", "lmdb", "emulated", [5.8, 5.8, 5.9], au=0.99)
-    (row,) = calibration.cross_host_rows([str(step)], str(here))
-    assert row["use"] == "prediction" and row["power"][2] == calibration.UNDECIDED  # 5.9% within an 18% spread
-    assert "spread > goal: undecided" in "\n".join(calibration.cross_host_table([row], str(here)))
+    (row,) = fidelity.cross_host_rows([str(step)], str(here))
+    assert row["use"] == "prediction" and row["power"][2] == fidelity.UNDECIDED  # 5.9% within an 18% spread
+    assert "spread > goal: undecided" in "\n".join(fidelity.cross_host_table([row], str(here)))
 
 
 def capacity_group(folder, dataset, backend, n, au, group, iterations=1000):
