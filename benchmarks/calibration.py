@@ -9,25 +9,6 @@ measurement, and every other number a prediction held against real data.
   python benchmarks/calibration.py table --h100 results/ci-2core-emulated-h100-calibrated \\
       --paper2016 results/ci-2core-paper2016-calibrated --out results/calibration
 
-What is fitted, and on what (everything else is a prediction):
-  h100 LeNet / cifar10_quick   train_ms: the real H100's LMDB warm run of that net (LMDB
-                               delivers >= 10x what the net eats), its solver seconds less its
-                               test passes, over the training iterations in that window;
-                               test_ms: the same run's test passes, from the log's stamps
-  h100 host copies             latency per copy: the real H100's MNIST HDF5 warm run (HDF5Data
-                               copies each row to the device on the solver thread), its solver
-                               seconds less the fitted compute and the bytes over the link's
-                               bandwidth, over its copies; bandwidth: PCIe 5.0 x16 (published)
-  titanx2016 LeNet / cifar10   the paper's fastest times (~20 s; LevelDB warm 38.06 s)
-  titanx2016 host copies       latency: the paper's MNIST HDF5 = 1.28 x the fastest (Section
-                               3.1); bandwidth: PCIe 3.0 x16 (published)
-  paper2016 disk IOPS          the paper's MNIST image files cold, 427.16 s, from our run of
-                               that cell at the IOPS of the previous step (DISK_CELL): its read
-                               requests R as the throttle counted them (the device's counter in
-                               runs recorded before the throttle's was) and the time not spent
-                               on them, T0 = wall - R / IOPS; fitted IOPS = R / (427.16 - T0)
-CaffeNet's times are not fitted on any training run (none on a real GPU yet): the h100 one is
-`caffe time`, the titanx2016 one an estimate from published benchmarks; both say so.
 """
 # The command line only: the model (the cells, the fits, the paper's reference values) is
 # experiments/calibration.py, the fidelity tables analysis/fidelity.py.
@@ -41,7 +22,7 @@ sys.path.insert(0, str(ROOT))
 
 from analysis import fidelity, readme  # noqa: E402
 from experiments import accelerators  # noqa: E402
-from experiments.calibration import FOLDERS, differences, fitted, write_profiles  # noqa: E402
+from experiments.calibration import FOLDERS, WHAT_IS_FITTED, differences, fitted, write_profiles  # noqa: E402
 
 
 def cmd_fit(a):
@@ -82,7 +63,7 @@ def cmd_table(a):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(description=__doc__ + WHAT_IS_FITTED, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
     f = sub.add_parser("fit", help="each fitted value from its named cell")
     f.add_argument("--write", action="store_true", help="write the fitted values into models/accelerators.json")

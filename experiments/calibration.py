@@ -3,25 +3,7 @@ measurement (the cells, the fits, the paper's reference values). Every other num
 prediction, held against real data by the fidelity tables (analysis/fidelity.py); the command
 line is benchmarks/calibration.py.
 
-What is fitted, and on what (everything else is a prediction):
-  h100 LeNet / cifar10_quick   train_ms: the real H100's LMDB warm run of that net (LMDB
-                               delivers >= 10x what the net eats), its solver seconds less its
-                               test passes, over the training iterations in that window;
-                               test_ms: the same run's test passes, from the log's stamps
-  h100 host copies             latency per copy: the real H100's MNIST HDF5 warm run (HDF5Data
-                               copies each row to the device on the solver thread), its solver
-                               seconds less the fitted compute and the bytes over the link's
-                               bandwidth, over its copies; bandwidth: PCIe 5.0 x16 (published)
-  titanx2016 LeNet / cifar10   the paper's fastest times (~20 s; LevelDB warm 38.06 s)
-  titanx2016 host copies       latency: the paper's MNIST HDF5 = 1.28 x the fastest (Section
-                               3.1); bandwidth: PCIe 3.0 x16 (published)
-  paper2016 disk IOPS          the paper's MNIST image files cold, 427.16 s, from our run of
-                               that cell at the IOPS of the previous step (DISK_CELL): its read
-                               requests R as the throttle counted them (the device's counter in
-                               runs recorded before the throttle's was) and the time not spent
-                               on them, T0 = wall - R / IOPS; fitted IOPS = R / (427.16 - T0)
-CaffeNet's times are not fitted on any training run (none on a real GPU yet): the h100 one is
-`caffe time`, the titanx2016 one an estimate from published benchmarks; both say so.
+What is fitted, and on what: WHAT_IS_FITTED (also the command's --help).
 """
 import json
 from dataclasses import dataclass
@@ -41,6 +23,26 @@ FOLDERS = {
     "gpu_steps": "results/*-calibrate*",  # the GPU steps (device/gpu_calibrate.py), a glob
     "fidelity": "results/calibration",  # where the fidelity tables are written
 }
+WHAT_IS_FITTED = """What is fitted, and on what (everything else is a prediction):
+  h100 LeNet / cifar10_quick   train_ms: the real H100's LMDB warm run of that net (LMDB
+                               delivers >= 10x what the net eats), its solver seconds less its
+                               test passes, over the training iterations in that window;
+                               test_ms: the same run's test passes, from the log's stamps
+  h100 host copies             latency per copy: the real H100's MNIST HDF5 warm run (HDF5Data
+                               copies each row to the device on the solver thread), its solver
+                               seconds less the fitted compute and the bytes over the link's
+                               bandwidth, over its copies; bandwidth: PCIe 5.0 x16 (published)
+  titanx2016 LeNet / cifar10   the paper's fastest times (~20 s; LevelDB warm 38.06 s)
+  titanx2016 host copies       latency: the paper's MNIST HDF5 = 1.28 x the fastest (Section
+                               3.1); bandwidth: PCIe 3.0 x16 (published)
+  paper2016 disk IOPS          the paper's MNIST image files cold, 427.16 s, from our run of
+                               that cell at the IOPS of the previous step (DISK_CELL): its read
+                               requests R as the throttle counted them (the device's counter in
+                               runs recorded before the throttle's was) and the time not spent
+                               on them, T0 = wall - R / IOPS; fitted IOPS = R / (427.16 - T0)
+CaffeNet's times are not fitted on any training run (none on a real GPU yet): the h100 one is
+`caffe time`, the titanx2016 one an estimate from published benchmarks; both say so.
+"""
 
 REFERENCE = json.loads((ROOT / "analysis" / "paper_reference.json").read_text())
 FLOAT_BYTES = 4
