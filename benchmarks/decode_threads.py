@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Are image files slow because of where they live, or because one thread decodes them? And is
 the Data layer (LMDB, LevelDB, Redis) held up by its one prefetch thread's transform?
-Image-file cells with ImageData decoding on 1, 2, ... threads (caffe/patches/0021), or, with
---backend lmdb|leveldb|redis, Data layer cells transforming on 1, 2, ... threads (0028,
+Image-file cells with ImageData decoding on 1, 2, ... threads (caffe/patches/0015), or, with
+--backend lmdb|leveldb|redis, Data layer cells transforming on 1, 2, ... threads (0016,
 --transform-threads), the rounds interleaved so that the machine's drift falls on every setting
 alike; prints per dataset and setting the median AU (its range) and the data path's images per
 CPU second, and each setting's AU over one thread's, measured side by side.

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Cold read rate of Caffe's two LMDB read paths against `dd` of the same data.mdb, under the
 same limits: the stock memory-mapped cursor (lmdb_read: MMAP) and LMDBIO's DIO + COAL
-(lmdb_read: COALESCED, caffe/patches/0013).
+(lmdb_read: COALESCED, caffe/patches/0012).
 
 For each dataset and limit, in one run: the page cache dropped, then `dd bs=4M` of data.mdb
 (sequential, large requests: what the disk can give); dropped again, then one pass over the

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """What N solvers on one host cost the storage and the CPU, per LMDB read path: the stock
-memory-mapped cursor (lmdb_read MMAP), LMDBIO's DIO + COAL (COALESCED, caffe/patches/0013)
-and LMDBIO's LMM (SHARED, caffe/patches/0015: one reader per host, a ring in /dev/shm).
+memory-mapped cursor (lmdb_read MMAP), LMDBIO's DIO + COAL (COALESCED, caffe/patches/0012)
+and LMDBIO's LMM (SHARED, caffe/patches/0013: one reader per host, a ring in /dev/shm).
 
 A cell is one path at one N: N processes, each a Caffe Data layer alone (the solver's data
 path without the net), import Caffe and wait; the data's pages are evicted (fadvise

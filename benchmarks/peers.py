@@ -13,8 +13,8 @@ images for every row) and delivering float32 N x C x H x W batches of the net's 
 with Caffe's transform (crop at a random place and random mirror where the net has them, the
 per-pixel mean subtracted, scaled):
   caffe lmdb     Caffe's Data layer on the LMDB (stock memory-mapped cursor), one prefetch thread,
-                 then transform_threads 2..cores (patch 0028: the same batches on more threads)
-  caffe lmdb-coalesced   the same with LMDBIO's coalesced reads (lmdb_read: coalesced, patch 0013)
+                 then transform_threads 2..cores (patch 0016: the same batches on more threads)
+  caffe lmdb-coalesced   the same with LMDBIO's coalesced reads (lmdb_read: coalesced, patch 0012)
   caffe images   ImageData on the PNG files, decode_threads 1..cores
   dali lmdb      DALI readers.caffe on the same LMDB, num_threads 1..cores
   dali images    DALI readers.file + decoders.image on the same PNGs, num_threads 1..cores
@@ -119,7 +119,7 @@ def cell_files(data_root, dataset, form, count):
 
 def caffe_read_options(form, threads):
     """The Caffe row's read options: its threads (ImageData's decode threads, the Data layer's
-    transform threads on the stock LMDB cursor; patches 0021, 0028), and the form's own."""
+    transform threads on the stock LMDB cursor; patches 0015, 0016), and the form's own."""
     if form == "images":
         return {"decode_threads": threads}
     if form == "lmdb" and threads > 1:

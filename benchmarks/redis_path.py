@@ -114,7 +114,7 @@ def remove_png_copy(cluster, dataset):
 def net_file(path, data, cluster, prefix, dataset, depth, out_of_order, lmdb=None, redis_io=None, batch=None):
     """A net of one Data layer reading the data set from Redis (or, as the reference, `lmdb`),
     made by the backend with its declared read options, its mean from the data folder `data`;
-    redis_io: "thread" or "inline" (patch 0016), or None for the build's default."""
+    redis_io: "thread" or "inline" (patch 0011), or None for the build's default."""
     import caffe
     mean = Path(data) / dataset.name / "mean.binaryproto"
     if lmdb:

@@ -4,10 +4,10 @@ records read from the local LMDB (page cache warm): #22's goal, Redis <= 1.5x LM
 
 The same Data layer (same records, same transformer) reads the data set from LMDB, from the
 cluster directly, and through the delay proxy at --rtt ms, each Redis cell with the reader's
-replies received on its own I/O thread (redis_io THREAD, patch 0016) and on the prefetch
+replies received on its own I/O thread (redis_io THREAD, patch 0011) and on the prefetch
 thread (INLINE, the reader before it). Each cell runs in its own process: forward passes
 until the prefetch queue is in its steady state, then, over --records records, the CPU
-seconds of the prefetch thread ("caffe-prefetch", caffe/patches/0010) and of the threads
+seconds of the prefetch thread ("caffe-prefetch", caffe/patches/0009) and of the threads
 reading for it ("redis-io"; "lmdb-*" for LMDB's other read paths), and the records per
 second the layer delivered. Moving work to another thread is not saving it: the table shows
 the prefetch thread alone and the data path (prefetch + readers). The servers' CPU per
@@ -112,7 +112,7 @@ def main(argv=None):
     p.set_defaults(rtt=None)  # 10 ms, unless on a cluster you run (which refuses it)
     p.add_argument("--depth", type=int, default=128, help="Redis requests in flight (prefetch_depth)")
     p.add_argument("--redis-io", default="thread,inline", help="the Redis reader's receiving: thread, inline "
-                                                                "or both (patch 0016)")
+                                                                "or both (patch 0011)")
     p.add_argument("--records", type=int, help="records per cell (default: one pass of the train split, "
                                                "3,000 for ImageNet)")
     p.add_argument("--data", default=str(runner.ROOT / "data"))

@@ -5,7 +5,7 @@ cluster (data_prep.redis_cluster) would be: set IMGSTORE_REDIS_CLUSTER to its se
 Credentials come from the environment only, never from argv, a prototxt, a record or a log:
 IMGSTORE_REDIS_USER (an ACL user; unset: the default user) and IMGSTORE_REDIS_PASSWORD, or
 IMGSTORE_REDIS_PASSWORD_FILE, a file readable by its owner alone. Caffe's reader takes the same
-variables (caffe/patches/0012, 0023).
+variables (caffe/patches/0011).
 
 The project's keys there are under imgstore:DATASET:PHASE, and nothing else is written or
 deleted. The project never starts, stops, saves or restarts such a cluster: a cold run is

@@ -24,7 +24,7 @@ class Compute:
     ms_per_iteration: float = None    # one training iteration
     test_ms_per_iteration: float = None
     source: str = None
-    host_copy_latency_us: float = None  # emulated host-to-device copies (caffe/patches/0014)
+    host_copy_latency_us: float = None  # emulated host-to-device copies (caffe/patches/0010)
     host_copy_gbps: float = None
 
     @property

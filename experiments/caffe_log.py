@@ -14,9 +14,9 @@ ITERATION = re.compile(r"Iteration (\d+)(?: \(.*?\))?, loss = ([0-9.eE+-]+|nan|i
 TESTING = re.compile(r"Iteration (\d+), Testing net")
 TEST_OUTPUT = re.compile(r"Test net output #\d+: (\w+) = ([0-9.eE+-]+|nan|inf)")
 FAILOVER = re.compile(r"Redis failover: node (\S+) lost, its slots served by (.+?) after ([0-9.]+) s; "
-                      r"(\d+) requests asked again")  # caffe/patches/0012
+                      r"(\d+) requests asked again")  # caffe/patches/0011
 RING_JOINED = re.compile(r"lmdb_read SHARED (\S+): joined ring (\S+) \((\d+) bytes of records \+ (\d+) bytes of "
-                         r"table .*?shared by (\d+) solvers\) at record (\d+) of pass (\d+)")  # caffe/patches/0015
+                         r"table .*?shared by (\d+) solvers\) at record (\d+) of pass (\d+)")  # caffe/patches/0013
 RING_LEFT = re.compile(r"lmdb_read SHARED (\S+): left ring \S+; the ring took (\d+) records from the file for all "
                        r"solvers, (\d+) writer takeovers")
 RING_WRITER = re.compile(r"lmdb_read SHARED (\S+): this solver \(pid \d+\) writes the ring now")
@@ -146,7 +146,7 @@ AU_TOLERANCE = 1e-9  # relative: float rounding only; more is compute counted th
 
 def carried_in(parsed, compute, test_iter=None):
     """Seconds of emulated compute the window may hold less of than timed_compute counts, at
-    most. EmulatedCompute (caffe/patches/0011) takes back what a wait overshot from its next
+    most. EmulatedCompute (caffe/patches/0010) takes back what a wait overshot from its next
     wait, so what the train layer overshot in iteration 0 and the test layer in the initial test
     pass, both before the window, comes off waits inside it. An overshoot is at most what that
     pass took beyond its time: iteration 0 (from the end of the initial test pass, or the

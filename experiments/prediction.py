@@ -14,7 +14,7 @@ The model's assumptions:
   (small_files_per_second), ImageNet's large ones with the pixel probe (images_per_second;
   cpu_probe.WORK_OF). Records in a database (LMDB, LevelDB, Redis, HDF5, memory): the copy of
   the record's pixels out of it and Caffe's DataTransformer, pixel work, with the pixel probe.
-  The emulated host-device copies (patch 0014) are part of the emulated compute: they do not.
+  The emulated host-device copies (patch 0010) are part of the emulated compute: they do not.
   More than one decode thread (decode_threads) spreads the data path over threads: not modelled,
   host-check runs one.
 - What is not CPU does not scale: the disk (a cold cell's reads), the network (Redis' round

@@ -1,9 +1,9 @@
 """What the training process itself did, beside the machine-wide monitor: the bytes it and
 its children read (/proc/PID/io, read at exit before it is reaped, so nothing is missed),
 its CPU seconds, its peak resident memory (sampled), and each thread's CPU by role (Caffe's data-prefetch threads are named
-"caffe-prefetch" by caffe/patches/0010, lmdb_read COALESCED's walker "lmdb-read-ahead" by 0013 and its read helper "lmdb-pread" by 0025, SHARED's ring writer "lmdb-shared" by 0015, all counted as LMDB read-ahead;
-the Redis reader's I/O thread "redis-io" by 0016, ImageData's decoding threads "caffe-decode"
-by 0021, the Data layer's transform threads "caffe-transform" by 0028; the main thread is the solver)."""
+"caffe-prefetch" by caffe/patches/0009, lmdb_read COALESCED's walker "lmdb-read-ahead" and its read helper "lmdb-pread" by 0012, SHARED's ring writer "lmdb-shared" by 0013, all counted as LMDB read-ahead;
+the Redis reader's I/O thread "redis-io" by 0011, ImageData's decoding threads "caffe-decode"
+by 0015, the Data layer's transform threads "caffe-transform" by 0016; the main thread is the solver)."""
 import os
 import threading
 import time
@@ -12,8 +12,8 @@ import time
 SOLVER, PREFETCH, READ_AHEAD, REDIS_IO, DECODE, TRANSFORM, OTHER = (
     "solver (main thread)", "data prefetch", "LMDB read-ahead", "Redis I/O", "image decode", "record transform",
     "other threads")
-# the process's CPU that no sample saw: threads that ended between two samples (before patch
-# 0025, lmdb_read COALESCED's helper for each large read, ~1 ms) and every thread's last interval
+# the process's CPU that no sample saw: threads that ended between two samples (in older
+# builds, lmdb_read COALESCED's helper for each large read, ~1 ms) and every thread's last interval
 UNSAMPLED = "not sampled"
 # the threads that read or transform records for the prefetch thread (data path CPU = prefetch + these)
 READERS = (READ_AHEAD, REDIS_IO, DECODE, TRANSFORM)

@@ -177,9 +177,9 @@ def net_proto(model, data_layer, phase, batch=None, emulated=None, host_copies=N
     a function (batch_size, phase) -> (data, label) tops, as a backend provides.
 
     emulated: (forward_ms, backward_ms) to replace the whole net after the data layer by
-    one EmulatedCompute layer (caffe/patches/0011) that reads the batch and takes that long.
+    one EmulatedCompute layer (caffe/patches/0010) that reads the batch and takes that long.
     host_copies: the data layer's emulated_compute_param (host_copy_latency_us, host_copy_gbps:
-    caffe/patches/0014), so that it pays the host-to-device copies a GPU build makes."""
+    caffe/patches/0010), so that it pays the host-to-device copies a GPU build makes."""
     n = caffe.NetSpec()
     batch = batch or (model.batch if phase == caffe.TRAIN else model.test_batch)
     n.data, n.label = data_layer(batch, phase)

@@ -1,4 +1,4 @@
-"""The Data layer's record check (caffe/patches/0019) on every DB that feeds it, not only stock
+"""The Data layer's record check (caffe/patches/0014) on every DB that feeds it, not only stock
 LMDB (tests/test_ring_faults.py): the coalesced and shared LMDB read paths, LevelDB, and a
 Redis Cluster (a scratch data set of this file's own in the suite's cluster). A record cut after
 its data (no label), cut inside its data, or whose data is shorter than its shape stops the

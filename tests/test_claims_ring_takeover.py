@@ -1,4 +1,4 @@
-"""docs/faults.md's claim for the shared LMDB ring (caffe/patches/0015): when the solver that
+"""docs/faults.md's claim for the shared LMDB ring (caffe/patches/0013): when the solver that
 writes the ring is killed, another solver takes over writing within 50 ms. Each solver's
 feeder thread asks for the writer's lock (a byte of the ring's file, which the kernel frees when
 the writer dies) every 50 ms; the one that gets it logs "writes the ring now". The takeover is
@@ -13,7 +13,7 @@ from test_lmdb_read import databases  # noqa: F401 (a fixture)
 from test_lmdb_shared import driver, finish, forward, no_ring_left_behind, small_ring  # noqa: F401
 
 DOC_BOUND_S = 0.050  # docs/faults.md
-LOOK_S = 0.050  # kWaitMs: how often a feeder asks for the writer's lock (caffe/patches/0015)
+LOOK_S = 0.050  # kWaitMs: how often a feeder asks for the writer's lock (caffe/patches/0013)
 # On this project's 2-core machine with other suites running (load 7-11) the line came 15-93 ms
 # after the kill (n = 16, median 51 ms): a feeder woken late misses a look. Asserted here: the
 # documented bound plus one look, until docs/faults.md states what holds under load.

@@ -1,4 +1,4 @@
-"""The emulated accelerator (caffe/patches/0011) inside real Caffe, AU, and the registries'
+"""The emulated accelerator (caffe/patches/0010) inside real Caffe, AU, and the registries'
 promise that a new backend shows up everywhere without other edits."""
 import json
 import re
@@ -41,7 +41,7 @@ def test_the_layer_takes_the_asked_time_and_reads_its_input(tmp_path):
         out = float(net.forward()["loss"])
         net.backward()
     took = time.perf_counter() - start
-    # 100 x (3 + 6) ms asked: patch 0011 carries each sleep's overshoot into the next wait, so
+    # 100 x (3 + 6) ms asked: patch 0010 carries each sleep's overshoot into the next wait, so
     # the total is never short (1% for the clock); above it only the net's work and a busy
     # host's scheduling: a generous bound, not 10%
     assert 0.99 * 0.9 <= took <= 1.5 * 0.9, took

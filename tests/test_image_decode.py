@@ -1,4 +1,4 @@
-"""ImageData decoding on several threads (caffe/patches/0021, image_data_param.decode_threads,
+"""ImageData decoding on several threads (caffe/patches/0015, image_data_param.decode_threads,
 run.py --decode-threads): the same images in the same order with the same random crops and
 mirrors as one thread, the decoding threads' CPU counted in the record, the option refused
 where no ImageData reads."""

@@ -1,4 +1,4 @@
-"""Caffe's second LMDB read path (caffe/patches/0013, DataParameter lmdb_read: COALESCED): the
+"""Caffe's second LMDB read path (caffe/patches/0012, DataParameter lmdb_read: COALESCED): the
 same records in the same order as the stock memory-mapped cursor, read in large pread()s; a
 truncated or changed data.mdb stops it with a message; the runner records it, and several
 solvers at once are recorded one by one and as a group."""

@@ -1,4 +1,4 @@
-"""LMDB's third read path (caffe/patches/0015, DataParameter lmdb_read: SHARED, LMDBIO's LMM):
+"""LMDB's third read path (caffe/patches/0013, DataParameter lmdb_read: SHARED, LMDBIO's LMM):
 one reader per host fills a ring in /dev/shm that every solver's Data layer reads. Alone, a
 solver sees the stock cursor's sequence; several at once each see every record once per pass,
 in the stock order from where they joined, while the file is read about once for all of them;

@@ -132,7 +132,7 @@ def test_imagenets_first_batch_is_compared_with_the_centre_crop(imagenet_small, 
 
 
 def test_caffe_lmdb_has_a_row_per_transform_thread_count_with_the_same_first_batch(imagenet_small, tmp_path):
-    """Caffe's LMDB row at 1..cores transform threads (patch 0028) beside the peers' thread counts:
+    """Caffe's LMDB row at 1..cores transform threads (patch 0016) beside the peers' thread counts:
     a row per count, each one's first batch equal to one thread's, float for float."""
     found, table = peers(imagenet_small, tmp_path, "--datasets", "imagenet", "--loaders", "caffe",
                          "--forms", "lmdb", "--threads", "3", "--checks-only")

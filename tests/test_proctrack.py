@@ -34,7 +34,7 @@ def test_threads_that_end_between_samples_are_counted_as_not_sampled():
 
 
 def test_the_data_layers_transform_threads_count_in_the_data_path():
-    """caffe/patches/0028 names the Data layer's pool threads caffe-transform: their CPU is the
+    """caffe/patches/0016 names the Data layer's pool threads caffe-transform: their CPU is the
     data path's, beside the prefetch thread's, as ImageData's caffe-decode threads' is."""
     by_role = proctrack.roles({1: ("python", 1.0), 2: ("caffe-prefetch", 2.0), 3: ("caffe-transform", 0.5),
                                4: ("caffe-transform", 0.25), 5: ("caffe-decode", 0.125)}, pid=1)

@@ -1,5 +1,5 @@
 """The Redis Cluster backend against a real 3-node cluster of redis-server processes, read by
-Caffe's own Data layer (caffe/patches/0012)."""
+Caffe's own Data layer (caffe/patches/0011)."""
 import hashlib
 import os
 import re
@@ -137,7 +137,7 @@ def redis_io_threads():
 
 @pytest.mark.parametrize("redis_io", ["thread", "inline"])
 def test_replies_are_received_on_an_io_thread_of_their_own_unless_inline(redis_cifar, running, tmp_path, redis_io):
-    """patch 0016: one "redis-io" thread per Redis cursor (the net's Data layer), gone with the net."""
+    """patch 0011: one "redis-io" thread per Redis cursor (the net's Data layer), gone with the net."""
     import caffe
     net = caffe.Net(str(data_net_file(tmp_path / "r.prototxt", redis_cifar, "redis", 40, {"redis_io": redis_io})),
                     caffe.TEST)
@@ -285,7 +285,7 @@ def test_clean_removes_one_data_set_for_good_and_nothing_else(scratch):
 
 
 def test_values_larger_than_a_read_and_holding_crlf_come_out_whole_and_in_order(scratch, tmp_path):
-    """The reader parses replies where read() put them (patch 0012): a value of several reads
+    """The reader parses replies where read() put them (patch 0011): a value of several reads
     (480 KB against 256 KB per read), bytes that look like protocol (CR LF, '$', '-') inside it,
     two passes with the wrap-around, few and many requests in flight."""
     import caffe

@@ -1,5 +1,5 @@
-"""Faults and neighbours of the shared LMDB ring (caffe/patches/0018) and of the records Caffe's
-Data layer reads (0019), each with real processes and files:
+"""Faults and neighbours of the shared LMDB ring (caffe/patches/0013) and of the records Caffe's
+Data layer reads (0014), each with real processes and files:
 
 - a writer killed inside its locked section leaves no torn record: the next writer goes on
   from the record after the last one published, no record twice, none skipped;

@@ -1,4 +1,4 @@
-"""The Data layer transforming on several threads (caffe/patches/0028, data_param.transform_threads,
+"""The Data layer transforming on several threads (caffe/patches/0016, data_param.transform_threads,
 run.py --transform-threads) for LMDB, LevelDB and Redis: the same records in the same order with the
 same random crops and mirrors as one thread, bit for bit; the pool's threads named caffe-transform
 and counted in the data path; 0 or a negative count refused by run.py and by Caffe itself."""

@@ -10,7 +10,7 @@ COMMIT_EVERY = 1000  # records per transaction/batch, as Caffe's convert_* tools
 # the Data layer's option every Datum backend declares (one declaration: run.py makes one flag of it)
 TRANSFORM_THREADS = Option("transform_threads", "threads that transform a batch's records (default 1, stock "
                            "Caffe: the prefetch thread alone); the records are still read and the random crops "
-                           "and mirrors drawn on the prefetch thread in the stock order", minimum=1, patch="0028")
+                           "and mirrors drawn on the prefetch thread in the stock order", minimum=1, patch="0016")
 
 
 def key(name):

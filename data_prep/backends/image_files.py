@@ -28,7 +28,7 @@ class ImageFilesBackend(Backend):
     layer = "ImageData"
     options = (Option("decode_threads", "threads that decode and transform a batch's images (default 1, stock Caffe: "
                       "the prefetch thread alone); the random crops and mirrors are still drawn in the stock order",
-                      minimum=1, patch="0021", message="ImageDataParameter"),)
+                      minimum=1, patch="0015", message="ImageDataParameter"),)
 
     def paths(self, dest, phase):
         return [dest / phase, dest / f"{phase}.txt"]

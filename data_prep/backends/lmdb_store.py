@@ -47,14 +47,14 @@ class LMDBBackend(datum.DatumBackend, Backend):
                              "or shared, one coalesced reader per host filling a ring in /dev/shm that every "
                              "solver on the host reads (LMDBIO's LMM; for --concurrent)",
                       kind="choice", choices=("mmap", "coalesced", "shared"), proto_enum="LMDBRead",
-                      patch="0013, 0015"),
+                      patch="0012, 0013"),
                Option("lmdb_read_kb", "coalesced, shared: KiB per pread() (default 4096; at least one 4 KiB page)",
-                      minimum=4, patch="0013"),
+                      minimum=4, patch="0012"),
                Option("lmdb_ahead_mb", "coalesced, shared: MiB of records kept read ahead of the cursor (default 64)",
-                      minimum=1, patch="0013"),
+                      minimum=1, patch="0012"),
                Option("lmdb_shared_mb", "shared: MiB of the ring in /dev/shm, one per database, shared by the "
                              "host's solvers (default 64; counted once, in the memory of the solver that wrote it)",
-                      minimum=1, patch="0015"),
+                      minimum=1, patch="0013"),
                datum.TRANSFORM_THREADS)
 
     def writer(self, split, dest, ctx):
@@ -84,13 +84,13 @@ class LMDBBackend(datum.DatumBackend, Backend):
 
 SHM = Path("/dev/shm")
 RING_PREFIX = "caffe-lmdb-shared-"
-# caffe/patches/0015: UID-DEVICE-INODE-SIZE-MTIME, the mtime in seconds.nanoseconds
+# caffe/patches/0013: UID-DEVICE-INODE-SIZE-MTIME, the mtime in seconds.nanoseconds
 RING_NAME = re.compile(re.escape(RING_PREFIX) + r"\d+-\d+-\d+-\d+-\d+\.\d+")
 _said = set()  # what a leftover pass said it left, once per process
 
 
 def shared_rings(data_mdb):
-    """The lmdb_read SHARED rings of this data.mdb (caffe/patches/0015 names them after the
+    """The lmdb_read SHARED rings of this data.mdb (caffe/patches/0013 names them after the
     file's device and inode, then its size and mtime)."""
     st = os.stat(data_mdb)
     return sorted(SHM.glob(f"{RING_PREFIX}{os.getuid()}-{st.st_dev}-{st.st_ino}-*"))

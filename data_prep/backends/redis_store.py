@@ -1,5 +1,5 @@
 """A Redis Cluster holding the same Datum records as the LMDB backend, read by Caffe's own Data
-layer through the REDIS DB of caffe/patches/0012 (GETs pipelined ahead of the cursor, in key or
+layer through the REDIS DB of caffe/patches/0011 (GETs pipelined ahead of the cursor, in key or
 arrival order). The paper's future work: a distributed key-value store.
 
 Keys: PREFIX:KEY per record (KEY as in LMDB), PREFIX:~index (the keys in order), and
@@ -279,13 +279,13 @@ class RedisBackend(datum.DatumBackend, Backend):
     db = "REDIS"
     location = "redis-cluster"
     options = (Option("prefetch_depth", "GETs Caffe keeps in flight (default 128; 1: one request per round trip)",
-                      minimum=1, patch="0012"),
+                      minimum=1, patch="0011"),
                Option("out_of_order", "hand records to the net in arrival order, not key order", kind="flag",
-                      patch="0012"),
+                      patch="0011"),
                Option("redis_io", "where Caffe's reader receives and parses the replies: thread (default: an I/O "
                       "thread of its own, beside the prefetch thread's transform) or inline (on the prefetch "
-                      "thread, the reader before patch 0016)", kind="choice", choices=("thread", "inline"),
-                      proto_enum="RedisIO", patch="0016"),
+                      "thread, the reader without its I/O thread)", kind="choice", choices=("thread", "inline"),
+                      proto_enum="RedisIO", patch="0011"),
                datum.TRANSFORM_THREADS)
 
     def unsupported(self, dataset):
@@ -293,7 +293,7 @@ class RedisBackend(datum.DatumBackend, Backend):
             return "redis-server is not installed (apt-get install redis-server)"
         from caffe.proto import caffe_pb2
         if "REDIS" not in caffe_pb2.DataParameter.DB.keys():
-            return "this Caffe build has no REDIS DB (caffe/patches/0012: run make caffe)"
+            return "this Caffe build has no REDIS DB (caffe/patches/0011: run make caffe)"
         return None
 
     def paths(self, dest, phase):
