@@ -18,6 +18,8 @@ from monitor import cpu_probe
 # catalogue lookups when it lands. Nothing else may name a committed folder by path.
 MOVING = {"benchmarks/calibration.py", "analysis/answer.py", "analysis/claims.py", "experiments/prediction.py"}
 CODE = ("*.py", "*.sh", "Makefile")
+# Superseded folders still read by path by those files: they move to archive/ with them.
+ARCHIVE_PENDING = {"ci-2core-emulated-h100", "ci-2core-paper2016", "ci-2core-emulated-h100-redis"}
 
 
 def committed_folders():
@@ -38,15 +40,17 @@ def test_every_committed_folder_catalogued_and_every_entry_there():
 
 
 def test_statuses_and_archive():
+    """Superseded folders live in archive/, each naming a folder that is not superseded; the rest
+    name none and stay outside it."""
     entries = catalogue.entries().values()
     assert {e.status for e in entries} <= set(catalogue.STATUSES)
     for e in entries:
         assert e.path.split("/")[-1] == e.name and e.answers, e.name
         if e.status == "superseded":
-            assert catalogue.entry(e.superseded_by).status != "superseded" or catalogue.current(e.name), e.name
+            assert catalogue.current(e.name).status != "superseded", e.name
         else:
             assert not e.superseded_by and not e.archived, f"{e.name}: not superseded, so not in archive/"
-    assert all(e.status == "superseded" for e in catalogue.archived())
+    assert sorted(e.name for e in catalogue.superseded() if not e.archived) == sorted(ARCHIVE_PENDING)
 
 
 def test_lookups_and_their_errors():
@@ -102,7 +106,7 @@ def folder_paths_named(text):
 def code_files():
     files = subprocess.run(["git", "ls-files", *CODE, *(f"**/{c}" for c in CODE)], cwd=ROOT,
                            capture_output=True, text=True, check=True).stdout.split()
-    return sorted(set(files) - {"catalogue.py"} - MOVING)
+    return sorted(set(files) - {"catalogue.py", "tests/test_catalogue.py"} - MOVING)  # this one: examples
 
 
 def test_no_code_names_a_committed_folder_by_path():
