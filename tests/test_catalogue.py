@@ -53,6 +53,23 @@ def test_statuses_and_archive():
     assert sorted(e.name for e in catalogue.superseded() if not e.archived) == sorted(ARCHIVE_PENDING)
 
 
+def test_each_answer_names_a_page_that_names_the_folder():
+    """What a folder answers: pages (README.md, docs/*.md) that name it, or 'named by no doc page'."""
+    def names(page, name):
+        return re.search(rf"(?<![\w-]){re.escape(name)}(?![\w-])", (ROOT / page).read_text())
+
+    every_page = ["README.md", *(str(p.relative_to(ROOT)) for p in sorted((ROOT / "docs").glob("*.md")))]
+    wrong = []
+    for e in catalogue.entries().values():
+        for answer in e.answers:
+            pages = re.findall(r"README\.md|docs/[\w-]+\.md", answer)
+            if answer.startswith("named by no doc page"):
+                wrong += [(e.name, page) for page in every_page if names(page, e.name)]
+            else:
+                wrong += [(e.name, answer) for page in pages or [None] if not page or not names(page, e.name)]
+    assert wrong == []
+
+
 def test_lookups_and_their_errors():
     assert catalogue.folder("h100") == ROOT / "results" / "h100"
     assert catalogue.relative("h100") == "results/h100"
