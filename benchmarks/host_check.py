@@ -84,7 +84,7 @@ PREPARE_S = {"mnist": 10, "cifar10": 15, "imagenet": 20}  # a dataset's backends
 
 
 def host_name(cpu_model, cores, pixels):
-    """This host's folder in host-check's: the CPU model, its cores and its pixel probe."""
+    """This host's folder name under the catalogue's host-check: the CPU model, its cores and its pixel probe."""
     model = re.sub(r"[^A-Za-z0-9]+", "-", re.sub(r"\((R|TM)\)", "", cpu_model or "unknown-cpu")).strip("-")
     return f"{model}-{cores}c-probe{round(pixels) if pixels else 'unknown'}"
 
