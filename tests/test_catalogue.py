@@ -82,7 +82,8 @@ def test_lookups_and_their_errors():
 
 
 def recorded_hosts(folder):
-    """(cpu_model, cores, gpu) counts and the ok records' pixel probes, from a folder's records."""
+    """(cpu_model, cores, gpu) counts and the pixel probes of a folder's ok records; in a folder
+    without records, of its JSON files (benchmarks' output: every machine and probe they hold)."""
     hosts, probes = collections.Counter(), []
     for path in folder.rglob("records*.jsonl"):
         for line in filter(str.strip, path.read_text().splitlines()):
@@ -91,7 +92,21 @@ def recorded_hosts(folder):
             hosts[(env.get("cpu_model"), env.get("cpu_cores"), env.get("gpu_model"))] += 1
             if r.get("status") == "ok" and cpu_probe.rate(env, cpu_probe.PIXELS):
                 probes.append(cpu_probe.rate(env, cpu_probe.PIXELS))
+    if not hosts:
+        for path in folder.rglob("*.json"):
+            machines_in(json.loads(path.read_text()), hosts, probes)
     return hosts, probes
+
+
+def machines_in(value, hosts, probes):
+    if isinstance(value, dict):
+        if "cpu_model" in value:
+            hosts[(value["cpu_model"], value.get("cpu_cores"), value.get("gpu_model"))] += 1
+        if isinstance(value.get("cpu_probe"), dict) and cpu_probe.PIXELS in value["cpu_probe"]:
+            probes.append(value["cpu_probe"][cpu_probe.PIXELS])
+        value = list(value.values())
+    for v in value if isinstance(value, list) else ():
+        machines_in(v, hosts, probes)
 
 
 def test_machines_are_the_records_hosts():
@@ -100,6 +115,7 @@ def test_machines_are_the_records_hosts():
     for name, e in raw.items():
         hosts, probes = recorded_hosts(catalogue.folder(name))
         if not hosts:
+            assert e["machine"] == "none in its records", name
             continue
         assert len(hosts) == 1, f"{name}: records of several hosts: {dict(hosts)}"
         (model, cores, gpu), = hosts
