@@ -6,6 +6,7 @@ import json
 import re
 import statistics
 import subprocess
+import tomllib
 
 import pytest
 
@@ -111,7 +112,7 @@ def machines_in(value, hosts, probes):
 
 def test_machines_are_the_records_hosts():
     """Each folder with records names the host its records name, and their median probe."""
-    raw = catalogue.tomllib.loads(catalogue.CATALOGUE.read_text())["folders"]
+    raw = tomllib.loads(catalogue.CATALOGUE.read_text())["folders"]
     for name, e in raw.items():
         hosts, probes = recorded_hosts(catalogue.folder(name))
         if not hosts:
