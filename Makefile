@@ -34,9 +34,9 @@ help:
 	@echo "make peers           an optional environment (.venv-peers) with NVIDIA DALI 2.4 and PyTorch 2.13, CPU builds"
 	@echo "make peers-compare   Caffe's data path beside DALI and PyTorch's DataLoader on the same LMDB and PNGs, warm and"
 	@echo "                     cold (benchmarks/peers.py, PEERS_ARGS=\"--datasets mnist --rounds 1\"; ~30 min as it is)"
-	@echo "make report          figures and tables for every results folder (results/, results/h100/, ...)"
+	@echo "make report          figures and tables for every results folder (results/ and results/catalogue.toml's)"
 	@echo "make calibration     the emulated machines' fitted values checked against their named cells, and the"
-	@echo "                     fidelity table (results/calibration/fidelity.md): every real cell and paper finding vs ours"
+	@echo "                     fidelity table (fidelity.md of the catalogue's calibration): every real cell and paper finding vs ours"
 	@echo "make redis-start     a 3-node Redis Cluster on loopback (IMGSTORE_REDIS_PASSWORD must be set;"
 	@echo "                     REDIS_ARGS=\"--rtt 10ms\" adds a round trip); runs start one themselves if needed"
 	@echo "make redis-stop      stop it"
@@ -86,10 +86,10 @@ redis-stop:
 %-all %-quick: setup
 	@$(PY) experiments/matrix.py $@ $(RUN_ARGS)
 
-# one report per folder of records: results/ (this machine) and results/<machine>/ (committed runs)
+# one report per folder of records: results/ (this machine) and the committed runs (results/catalogue.toml)
 # capacity sweeps (folders named *capacity*) have their own analysis: hundreds of groups of solvers
 report: setup
-	@for d in results results/*; do \
+	@for d in results results/* results/archive/*; do \
 	  if ! compgen -G "$$d/*/records*.jsonl" >/dev/null; then continue; fi; \
 	  case $$d in *capacity*) $(PY) analysis/capacity.py $$d >/dev/null && echo "$$d/report (capacity)" ;; \
 	              *) $(PY) analysis/report.py $$d --out $$d/report ;; esac; \

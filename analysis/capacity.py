@@ -9,7 +9,7 @@ figure allows (cores x images/s per core over 0.90 of what one accelerator eats;
 solver's data threads cannot feed its accelerator), so that an answer well
 below it says something other than the CPU stopped the host (memory, a lock, the storage).
 
-  python analysis/capacity.py results/ci-2core-capacity [--out DIR]
+  python analysis/capacity.py RESULTS [--out DIR]   # e.g. the catalogue's ci-2core-capacity
 
 Writes DIR/capacity.md, DIR/fig_capacity_DATASET.png and, where a published rate exists to set
 ours against (FFCV's ImageNet loader), DIR/fig_per_core_DATASET.png (default DIR: RESULTS/report).
@@ -29,6 +29,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import catalogue  # noqa: E402
 from analysis import readme  # noqa: E402
 from analysis.report import pyplot, save  # noqa: E402
 from data_prep import backends, datasets  # noqa: E402
@@ -863,7 +864,7 @@ def main(argv=None):
     if not any(r.concurrent for r in records):
         # an empty table would overwrite the README's with nothing
         p.error(f"no capacity sweep recorded under {a.results} (run benchmarks/capacity.py first; "
-                "this project's own: results/ci-2core-capacity)")
+                f"this project's own: {catalogue.relative('ci-2core-capacity')})")
     out = a.out or a.results / "report"
     out.mkdir(parents=True, exist_ok=True)
     (out / "capacity.md").write_text(table(records))

@@ -3,7 +3,7 @@
 benchmarks/lmdb_shared.py wrote (its --json files) and from training records made with
 `run.py DATASET lmdb --concurrent N --lmdb-read PATH` (group AU: the mean of the solvers').
 
-  python analysis/lmdb_shared.py results/ci-2core-lmdb-shared/unlimited.json ... [--training FOLDER]
+  python analysis/lmdb_shared.py FILE.json ... [--training FOLDER]   # e.g. the catalogue's ci-2core-lmdb-shared/unlimited.json
 """
 import argparse
 import json

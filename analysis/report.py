@@ -23,6 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import catalogue  # noqa: E402
 from data_prep import backends, datasets  # noqa: E402
 from experiments import proctrack, record  # noqa: E402
 from experiments.cells import cell_stats  # noqa: E402
@@ -49,11 +50,11 @@ def save(fig, path):
 
 def default_results(root):
     """The folder a notebook reads: this machine's results/ once it has records, else the
-    committed runs of the H100 machine (results/h100/), so a fresh checkout has figures."""
+    committed runs of the H100 machine (the catalogue's h100), so a fresh checkout has figures."""
     local = Path(root) / "results"
     if any(local.glob("*/" + record.RECORD_FILES)):
         return local
-    return local / "h100"
+    return local / catalogue.entry("h100").path
 
 
 def setups(records):

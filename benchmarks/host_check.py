@@ -10,8 +10,8 @@ reference's) or moves (and whether the prediction saw it coming).
   python benchmarks/host_check.py                          # about 5 minutes on a 2-core host
   python benchmarks/host_check.py --dry-run                # the plan, its commands and time
   python benchmarks/host_check.py --cells mnist-lmdb --rounds 1
-  python benchmarks/host_check.py --reference results/host-check/HOST   # another host's check as reference
-  python benchmarks/host_check.py --report --out results/h100-calibrate  # the table again, nothing run
+  python benchmarks/host_check.py --reference FOLDER      # another host's check as reference
+  python benchmarks/host_check.py --report --out FOLDER   # the table again from a folder it wrote, nothing run
 
 The cells (emulated H100, warm page cache): MNIST LMDB (compute-bound: should not move with the
 probe), MNIST and CIFAR-10 image files (data-path-bound on the per-file work), ImageNet LMDB
@@ -19,7 +19,7 @@ probe), MNIST and CIFAR-10 image files (data-path-bound on the per-file work), I
 solvers the data path's CPU allows on this host's cores (analysis/capacity.py cpu_allows).
 Each cell's reference is the newest committed folder that holds it with CPU probes (REFERENCE).
 
-Records land in results/host-check/<CPU model>-<cores>c-probe<images/s>/ (one folder per host),
+Records land in the catalogue's host-check folder, in <CPU model>-<cores>c-probe<images/s>/ (one per host),
 with benchmarks/host_check_probe.json (this host's probe) and host-check.json (the table's
 numbers). Runs already recorded there are kept (run.py skips them), so a check cut short goes on
 where it stopped. Exit status: 0 every run finished; 1 a run failed; 2 refused (bad input).
@@ -38,6 +38,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+import catalogue  # noqa: E402
 from analysis import capacity  # noqa: E402
 from data_prep import build  # noqa: E402
 from experiments import prediction, record, runner  # noqa: E402
@@ -49,11 +50,11 @@ ACCELERATOR = "h100"
 PROBE_REPEATS = 3
 BUSY_LOAD = 0.5    # cores busy above this share of them just before the probe: other work is running here
 IMAGENET_COUNT = 2000  # train images of the ImageNet stand-in where it must be prepared here
-# The README's answer (results/ci-2core-emulated-h100-calibrated) was measured before records
+# The README's answer (ci-2core-emulated-h100-calibrated) was measured before records
 # carried the CPU probe, so it cannot be scaled; the same 2-core CI host's newer folders can.
-GPU_STEP_CELLS = "results/ci-2core-gpu-step-cells"  # 2-core CI, both probes, the GPU step's cells
-CAPACITY = "results/ci-2core-make-capacity"         # 2-core CI, pixel probe, make capacity's cells
-IMAGENET_LMDB = "results/h200-calibrate"            # 16-core Xeon: the only ImageNet LMDB runs with a probe
+GPU_STEP_CELLS = catalogue.relative("ci-2core-gpu-step-cells")  # 2-core CI, both probes, the GPU step's cells
+CAPACITY = catalogue.relative("ci-2core-make-capacity")         # 2-core CI, pixel probe, make capacity's cells
+IMAGENET_LMDB = catalogue.relative("h200-calibrate")            # 16-core Xeon: the only ImageNet LMDB runs with a probe
 
 
 @dataclasses.dataclass(frozen=True)
@@ -83,7 +84,7 @@ PREPARE_S = {"mnist": 10, "cifar10": 15, "imagenet": 20}  # a dataset's backends
 
 
 def host_name(cpu_model, cores, pixels):
-    """results/host-check/<this name>: the CPU model, its cores and its pixel probe."""
+    """This host's folder name under the catalogue's host-check: the CPU model, its cores and its pixel probe."""
     model = re.sub(r"[^A-Za-z0-9]+", "-", re.sub(r"\((R|TM)\)", "", cpu_model or "unknown-cpu")).strip("-")
     return f"{model}-{cores}c-probe{round(pixels) if pixels else 'unknown'}"
 
@@ -260,7 +261,7 @@ def parser():
     p.add_argument("--rounds", type=int, default=ROUNDS, help="runs per cell, interleaved (default %(default)s)")
     p.add_argument("--reference", help="one results folder to predict every cell from (default: each cell's own)")
     p.add_argument("--data", type=Path, default=ROOT / "data", help="data root (default: %(default)s)")
-    p.add_argument("--out", type=Path, help="results folder (default: results/host-check/<this host>)")
+    p.add_argument("--out", type=Path, help=f"results folder (default: {catalogue.relative('host-check')}/<this host>)")
     p.add_argument("--gpu", type=int, help="run.py's --gpu (on a GPU host, -1: the emulated runs leave the GPU alone, "
                    "as the GPU step's emulated runs do)")
     p.add_argument("--dry-run", action="store_true", help="print the plan, its commands and time; run nothing")
@@ -300,7 +301,7 @@ def main(argv=None):
     cells = chosen_cells(p, a)
     cores, model = os.cpu_count(), runner._cpu_model()
     if a.dry_run:
-        out = a.out or ROOT / "results" / "host-check" / host_name(model, cores, None).replace("unknown", "<N>")
+        out = a.out or catalogue.folder("host-check") / host_name(model, cores, None).replace("unknown", "<N>")
         dry_run(plan(cells, a, out), cells, a, out)
         return 0
     if a.report:
@@ -315,7 +316,7 @@ def main(argv=None):
     if cpu_probe.PIXELS not in here_probe:
         print(f"error: the CPU probe failed: {probes[0].get('error')}", file=sys.stderr)
         return 2
-    out = a.out or ROOT / "results" / "host-check" / host_name(model, cores, here_probe[cpu_probe.PIXELS])
+    out = a.out or catalogue.folder("host-check") / host_name(model, cores, here_probe[cpu_probe.PIXELS])
     host = {"medians": here_probe, "cores": cores, "cpu_model": model, "probes": probes,
             "warnings": busy_words(busy, cores, probes)}
     for w in host["warnings"]:

@@ -53,8 +53,8 @@ EMULATED = "h100"             # the profile under test (models/accelerators.json
 CARRY_LIMIT_MIB = 64          # what the device tool sends: tracked tree + carried folders
 
 # (dataset, backend, iterations, seconds one run takes on the GPU host, run.py's start-up and
-# warming included): as measured on the H200 host, 2026-11-26 (results/h200-calibrate/calibrate.json);
-# the H100 host of the same day took 9-23 s per run, 357 s for the whole plan (results/h100-calibrate)
+# warming included): as measured on the H200 host, 2026-11-26 (h200-calibrate/calibrate.json, catalogued);
+# the H100 host of the same day took 9-23 s per run, 357 s for the whole plan (h100-calibrate)
 CELLS = [("mnist", "lmdb", 5000, 10), ("mnist", "images", 5000, 22), ("cifar10", "images", 1500, 21)]
 GPU_TIME_TRAIN = "mnist=2000,cifar10=2000,imagenet=40"
 

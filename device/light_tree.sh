@@ -12,8 +12,8 @@ mark="# imgstore: device/light_tree.sh on"
 case "${1:-}" in
   on)
     git rm -r -q --cached results
-    for folder in ci-2core-gpu-step-cells ci-2core-make-capacity h200-calibrate; do
-      git add -f "results/$folder"/*/records*.jsonl
+    for folder in $(.venv/bin/python -c 'from benchmarks import host_check; print(*sorted({c.reference for c in host_check.CELLS}))'); do
+      git add -f "$folder"/*/records*.jsonl
     done
     grep -qF "$mark" "$exclude" 2>/dev/null || printf '%s\n/results/\n' "$mark" >> "$exclude"
     echo "results/ out of the index: $(git ls-files -z | xargs -0 du -cb 2>/dev/null | awk '/total$/ {s+=$1} END {printf "%.1f MiB", s/1048576}') tracked"

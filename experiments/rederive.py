@@ -4,7 +4,7 @@ solver's window, start-up without the test pass at iteration 0, that pass on its
 test passes' measured time. Nothing measured is changed; records without a log are left as they
 are; each changed record says so in `revised`. Records are rewritten whole (temp file, rename).
 
-    .venv/bin/python experiments/rederive.py results/ci-2core-emulated-h100 results/h100 ...
+    .venv/bin/python experiments/rederive.py RESULTS [RESULTS ...]   # e.g. the catalogue's folders (catalogue.py)
 """
 import argparse
 import json

@@ -6,6 +6,7 @@ import subprocess
 
 import pytest
 
+import catalogue
 from analysis import report
 from conftest import ROOT
 from data_prep import datasets
@@ -76,7 +77,7 @@ def test_overview_notebook_executes_headless(tiny_results, tmp_path, monkeypatch
     assert any("text/markdown" in o.get("data", {}) for o in outputs)
 
 
-COMMITTED = ROOT / "results" / "ci-2core-paper2016-calibrated"  # every dataset of the paper, one machine
+COMMITTED = catalogue.folder("ci-2core-paper2016-calibrated")  # every dataset of the paper, one machine
 
 
 @pytest.mark.parametrize("dataset", list(datasets.REGISTRY))
@@ -111,14 +112,14 @@ def test_reference_numbers_appear_in_the_papers_text():
 
 
 def test_notebooks_read_local_results_once_there_are_any(tmp_path):
-    assert report.default_results(tmp_path) == tmp_path / "results" / "h100"
+    assert report.default_results(tmp_path) == tmp_path / "results" / catalogue.entry("h100").path
     (tmp_path / "results" / "mnist").mkdir(parents=True)
     (tmp_path / "results" / "mnist" / "records.jsonl").write_text("")
     assert report.default_results(tmp_path) == tmp_path / "results"
 
 
 def test_committed_h100_records_make_a_report(tmp_path):
-    records = report.load_records([ROOT / "results" / "h100"])
+    records = report.load_records([catalogue.folder("h100")])
     assert records and all(r.environment["gpu_model"].startswith("NVIDIA H100") for r in records)
     assert {r.cache_resident_fraction for r in records if r.cache == "cold"} == {0.0}
     assert {r.mode for r in records} == {"gpu"} and all(r.startup_seconds is None for r in records)
@@ -129,6 +130,6 @@ def test_committed_h100_records_make_a_report(tmp_path):
 
 
 def test_old_records_that_named_a_changed_profile_are_shown_with_their_real_limits():
-    records = report.load_records([ROOT / "results" / "h100-paper2016-riops1000"])
+    records = report.load_records([catalogue.folder("h100-paper2016-riops1000")])
     assert records and {r.limits_label() for r in records} == {
         "8 cores, 16 GiB, 1000 read IOPS, 600 MB/s (paper2016 modified)"}

@@ -1,5 +1,5 @@
 """AU from a Caffe log, exactly: synthetic logs in the format Caffe writes (copied from
-results/ci-2core-emulated-h100-calibrated/mnist/runs/20261123-213435-064f20/caffe.log), with
+mnist/runs/20261123-213435-064f20/caffe.log of the catalogue's ci-2core-emulated-h100-calibrated), with
 the timestamps and solver settings chosen here, so that the accelerator's work and the solver's
 window are known by hand. The hand values are computed below from the numbers written into each
 log, never from the code under test."""

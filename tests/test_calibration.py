@@ -6,8 +6,8 @@ import shutil
 
 import pytest
 
+import catalogue
 from analysis import fidelity
-from conftest import ROOT
 from data_prep import cache
 from experiments import accelerators, caffe_log, calibration, rederive, runner
 
@@ -39,12 +39,12 @@ def test_au_counts_every_timed_iteration_and_the_initial_test_pass_is_its_own(mn
 def test_the_au_of_a_committed_caffenet_run_is_the_logs(tmp_path):
     """The 2016 machine's ImageNet LMDB warm run: its log shows 197.2 ms per iteration, i.e. an
     accelerator that never waits; counting 139 of its 149 timed iterations had said 93%."""
-    src = ROOT / "results" / "ci-2core-paper2016" / "imagenet"
+    src = catalogue.folder("ci-2core-paper2016") / "imagenet"
     line = next(json.loads(x) for x in (src / "records.jsonl").read_text().splitlines()
                 if '"backend": "lmdb"' in x and '"cache": "warm"' in x)
     old = dict(line, au=0.9315, revised=None, initial_test_seconds=None, startup_seconds=0.664, legacy_key="kept")
     (tmp_path / "imagenet" / "runs").mkdir(parents=True)
-    shutil.copytree(ROOT / "results" / "ci-2core-paper2016" / line["run_dir"], tmp_path / line["run_dir"])
+    shutil.copytree(catalogue.folder("ci-2core-paper2016") / line["run_dir"], tmp_path / line["run_dir"])
     (tmp_path / "imagenet" / "records.jsonl").write_text(json.dumps(old) + "\n")
     assert rederive.rederive_folder(tmp_path) == (1, 1)
     new = json.loads((tmp_path / "imagenet" / "records.jsonl").read_text())
@@ -144,7 +144,7 @@ def test_findings_are_held_as_effects_and_a_paper_effect_within_our_noise_as_non
 
 
 def test_an_image_cell_is_judged_only_where_both_hosts_probes_are_known():
-    rows = {r["cell"]: r for r in fidelity.h100_rows("results/ci-2core-emulated-h100-calibrated")}
+    rows = {r["cell"]: r for r in fidelity.h100_rows(catalogue.relative("ci-2core-emulated-h100-calibrated"))}
     images = rows["mnist images warm"]
     assert images["bound"] == "data path" and fidelity.verdict(images, 1.15) == "host CPU unknown"
     assert fidelity.verdict(rows["mnist lmdb cold"], 1.15) == "within"

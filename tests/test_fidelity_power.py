@@ -8,7 +8,7 @@ import pytest
 from analysis import fidelity
 from experiments import record
 
-H100_GPU = "NVIDIA H100 80GB HBM3"  # the GPU of results/h100, whose runs the h100 profile is fitted on
+H100_GPU = "NVIDIA H100 80GB HBM3"  # the GPU of the catalogue's h100, whose runs the h100 profile is fitted on
 
 
 def step_runs(folder, dataset, backend, mode, seconds, gpu=H100_GPU, iterations=5000, au=0.5):

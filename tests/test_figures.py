@@ -7,9 +7,9 @@ import json
 import pytest
 from matplotlib.figure import Figure
 
+import catalogue
 from analysis import answer, capacity, report
 from benchmarks import peers
-from conftest import ROOT
 from experiments.record import load
 
 
@@ -38,14 +38,14 @@ def drawn(monkeypatch):
 
 
 def test_no_tick_labels_overlap_in_the_report_the_capacity_figures_or_the_answer(drawn, tmp_path):
-    for folder in ("results/ci-2core-paper2016-calibrated", "results/ci-2core-emulated-h100-calibrated"):
-        report.write_report(load([ROOT / folder]), tmp_path / folder.rsplit("/", 1)[-1])
-    records = [r for r in load([ROOT / "results" / "ci-2core-capacity"]) if not r.superseded]
+    for name in ("ci-2core-paper2016-calibrated", "ci-2core-emulated-h100-calibrated"):
+        report.write_report(load([catalogue.folder(name)]), tmp_path / name)
+    records = [r for r in load([catalogue.folder("ci-2core-capacity")]) if not r.superseded]
     for dataset in sorted({r.dataset for r in records}):
         capacity.figure(records, dataset, tmp_path)
         capacity.figure_per_core(records, dataset, tmp_path)
     answer.figure(answer.rows(), tmp_path / "answer.png")
-    peers.report(json.loads((ROOT / "results" / "ci-2core-peers" / "peers.json").read_text()), tmp_path / "peers.png")
+    peers.report(json.loads((catalogue.folder("ci-2core-peers") / "peers.json").read_text()), tmp_path / "peers.png")
     names = {name for name, _, _ in drawn}
     assert {"fig_time_mnist.png", "fig_capacity_cifar10.png", "answer.png", "peers.png"} <= names
     assert [(name, overlaps) for name, overlaps, _ in drawn if overlaps] == []

@@ -8,6 +8,7 @@ import time
 
 import pytest
 
+import catalogue
 from conftest import ROOT
 from analysis import capacity
 from benchmarks import host_check
@@ -154,7 +155,7 @@ def test_the_report_tables_a_host_from_its_records_without_running(tmp_path):
         assert rows[cell]["measured_over_predicted"] == pytest.approx(1.0, abs=0.03)
     assert rows["mnist-lmdb"]["bound"] == "compute" and rows["mnist-images"]["bound"] == "data path"
     assert rows["cifar10-images"]["verdict"] == "not measured here"
-    assert "| mnist-images | 11.73 s (6, results/ci-2core-gpu-step-cells)" in out.stdout
+    assert f"| mnist-images | 11.73 s (6, {catalogue.relative('ci-2core-gpu-step-cells')})" in out.stdout
 
 
 def test_a_busy_host_or_a_noisy_probe_is_said():

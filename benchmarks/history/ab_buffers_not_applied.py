@@ -2,7 +2,7 @@
 alternated: (1) one pass of a Data layer with no transform after a warm-up pass (pycaffe), CPU
 per record; (2) a 1,000-iteration CIFAR-10 training run (emulated H100, warm), the process's CPU
 and the walker's, at lmdb_ahead_mb 64 (the default) and 8. Run from the project root:
-    .venv/bin/python results/ci-2core-lmdb-coalesced-buffers-not-applied/ab_buffers.py BEFORE_KEY AFTER_KEY"""
+    .venv/bin/python benchmarks/history/ab_buffers_not_applied.py BEFORE_KEY AFTER_KEY"""
 import json, os, shutil, statistics, subprocess, sys, tempfile
 from pathlib import Path
 sys.path[:0] = [str(Path.cwd()), str(Path.cwd() / "tests")]

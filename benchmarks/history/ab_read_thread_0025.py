@@ -2,7 +2,7 @@
 1,000-iteration CIFAR-10 training run (coalesced LMDB, default 64 MiB ahead, emulated H100,
 warm), the builds alternated, 5 rounds: the process's CPU, the LMDB read-ahead threads' (sampled),
 the CPU no sample saw, AU. Run from the project root:
-    .venv/bin/python results/ci-2core-capacity-lmdb-coalesced-0025/ab_read_thread.py BEFORE_KEY AFTER_KEY"""
+    .venv/bin/python benchmarks/history/ab_read_thread_0025.py BEFORE_KEY AFTER_KEY"""
 import json, shutil, statistics, subprocess, sys, tempfile
 from pathlib import Path
 sys.path.insert(0, str(Path.cwd()))
