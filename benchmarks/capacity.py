@@ -85,7 +85,7 @@ class Sweep:
             if self.run_log:
                 self.log(said.getvalue().strip()[-2000:])
             raise Refused(f"run.py {' '.join(args)} failed (exit {rc}; its error is above)")
-        mine = [r for r in run.recorded_runs(run.parser().parse_args(args), ok_only=False)
+        mine = [r for r in run.recorded_runs(run.parse(args), ok_only=False)
                 if (r.backend, r.cache) == (self.backend, self.cache)]
         self.records[n] = [r for r in mine if capacity.solvers(r) == n]
         groups = capacity.group_aus(self.records[n]).values()
