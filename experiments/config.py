@@ -8,6 +8,7 @@ Adding a run flag: one field here (its setup=True and record=None unless another
 already says it), and the code that uses it.
 """
 import argparse
+import shlex
 from dataclasses import MISSING, asdict, dataclass, field, fields, replace
 from types import SimpleNamespace
 
@@ -147,6 +148,11 @@ def flags():
             for f in fields(RunConfig) if "flag" in f.metadata]
 
 
+def flag_values(config):
+    """{field: value} of config's flags that are not positional."""
+    return {name: getattr(config, name) for name, _, f in flags() if not f.positional}
+
+
 def option_owners():
     """Whoever declares read options: the backends, then the locations."""
     return list(backends.REGISTRY.values()), list(locations.REGISTRY.values())
@@ -211,3 +217,25 @@ def same_in_config(record_config, config):
 
 def _comparable(value):
     return tuple(value) if isinstance(value, list) else value
+
+
+def arguments(config):
+    """config as run.py's arguments, the flags at their default left out: for a run in another
+    process (a network namespace, a time limit) and for messages."""
+    words = []
+    for name, default, f in flags():
+        value = getattr(config, name)
+        if f.positional:
+            words.append(str(value))
+        elif value != default:
+            words += [f.flag] if f.action else [f.flag, ",".join(value) if isinstance(value, tuple) else str(value)]
+    readers, places = option_owners()
+    declared = options.declared(readers + places)
+    for name, value in config.options.items():
+        option = declared[name][0]
+        words += [option.flag] if option.kind == "flag" else [option.flag, str(value)]
+    return words
+
+
+def command_line(config):
+    return " ".join(shlex.quote(w) for w in arguments(config))

@@ -62,9 +62,14 @@ def parser(full=True):
     return config_module.add_flags(p, full)
 
 
-def parse(argv):
-    """The RunConfig a command line asks (argparse's exit on bad input)."""
-    return config_module.from_args(parser().parse_args(argv))
+def parse(argv, base=None):
+    """The RunConfig a command line asks (argparse's exit on bad input). base: a RunConfig
+    whose values stand where argv gives no flag; argv then holds flags only."""
+    if base is None:
+        return config_module.from_args(parser().parse_args(argv))
+    p = parser()
+    p.set_defaults(**config_module.flag_values(base), **base.options)
+    return config_module.from_args(p.parse_args([base.dataset, base.backend, base.cache, *argv]))
 
 
 def plan(dataset, backend_text, cache, repeats):

@@ -55,3 +55,9 @@ def test_every_run_flag_names_its_type_default_and_help():
     assert run.parse(["mnist", "lmdb", "warm", "--prefetch-depth", "4"]).options == {"prefetch_depth": "4"}
     assert config.read_choice(run.parse(["mnist", "redis", "warm", "--prefetch-depth", "4", "--rtt", "2ms"])) == (
         {"prefetch_depth": 4}, {"rtt_ms": 2.0})
+
+
+def test_a_config_reads_back_as_the_command_line_that_asks_it():
+    args = ["mnist", "lmdb,images", "all", "--iters", "20", "--client-hosts", "a,b", "--quiet", "--lmdb-read", "shared"]
+    assert config.command_line(run.parse(args)) == " ".join(args)
+    assert run.parse(config.command_line(run.parse(args)).split()) == run.parse(args)
