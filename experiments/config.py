@@ -13,7 +13,7 @@ from dataclasses import MISSING, asdict, dataclass, field, fields, replace
 from types import SimpleNamespace
 
 import toolchain
-from data_prep import backends, datasets, locations, options
+from data_prep import backends, datasets, locations, options, redis_external
 from experiments import machines
 from experiments.accelerators import profiles
 
@@ -98,10 +98,7 @@ class RunConfig:
     rbps: int = flag(None, flag="--rbps", type=int, rare=True, record="limits",
                      help="read bytes/s limit on the data's disk")
     cluster: str = flag(None, flag="--cluster", metavar="HOST:PORT[,...]", rare=True, record="location",
-                        help="the redis backend in a Redis or Valkey Cluster you run, reached at these seeds (sets "
-                             "IMGSTORE_REDIS_CLUSTER); credentials from IMGSTORE_REDIS_USER and "
-                             "IMGSTORE_REDIS_PASSWORD or IMGSTORE_REDIS_PASSWORD_FILE (chmod 600), never from the "
-                             "command line")
+                        help=redis_external.CLUSTER_FLAG_HELP)
     profile: str = flag(None, flag="--profile", choices=lambda: list(machines.PROFILES), help=_profile_help,
                         record="limits")
     concurrent: int = flag(1, flag="--concurrent", type=int, metavar="N", record="concurrent",

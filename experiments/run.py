@@ -25,7 +25,6 @@ Cells run interleaved (repeat by repeat, backends rotated, warm/cold alternated)
 drift of the machine does not land on one backend. Runs already recorded are skipped unless --again.
 """
 import argparse
-import os
 import signal
 import sys
 from pathlib import Path
@@ -196,8 +195,7 @@ def run(config):
     # a shell starts background jobs with SIGINT ignored, and Python then leaves it ignored;
     # Caffe never does, so a `kill -INT` would stop the training and not this process
     signal.signal(signal.SIGINT, signal.default_int_handler)
-    if config.cluster:
-        os.environ[redis_external.SEEDS_ENV] = config.cluster
+    redis_external.use_seeds(config.cluster)
     config, sized = default_sizing(config)
     if sized:
         print(f"{datasets.get(config.dataset).label}: sized for the paper's condition by default ({' '.join(sized)}): "
