@@ -61,3 +61,14 @@ def test_a_config_reads_back_as_the_command_line_that_asks_it():
     args = ["mnist", "lmdb,images", "all", "--iters", "20", "--client-hosts", "a,b", "--quiet", "--lmdb-read", "shared"]
     assert config.command_line(run.parse(args)) == " ".join(args)
     assert run.parse(config.command_line(run.parse(args)).split()) == run.parse(args)
+
+
+def test_a_make_targets_config_is_the_datasets_sizing_with_the_users_flags_over_it():
+    from data_prep import datasets
+    from experiments import matrix
+    c = matrix.configuration("imagenet", "all", ["--iters", "50", "--repeats", "1", "--lmdb-read", "coalesced"])
+    assert (c.backend, c.cache, c.repeats, c.iters, c.count, c.mem_limit) == ("all", "all", 1, 50, 12800, "1G")
+    assert c.options == {"lmdb_read": "coalesced"} and c.iters_reason  # the sizing says why
+    quick = datasets.get("mnist").quick_iters
+    assert matrix.configuration("mnist", "quick", []) == config.RunConfig("mnist", "all", "all", repeats=1, iters=quick,
+                                                                          test_interval=quick)
