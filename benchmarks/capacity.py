@@ -42,7 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from analysis import capacity  # noqa: E402
 from data_prep import datasets  # noqa: E402
-from experiments import run  # noqa: E402
+from experiments import config as config_module, run  # noqa: E402
 
 THRESHOLD = capacity.THRESHOLD
 
@@ -54,10 +54,10 @@ class Refused(Exception):
 class Sweep:
     """The runs of one backend x cache at growing N, through run.py, and what they gave."""
 
-    def __init__(self, run_args, log=print, run_log=None):
-        self.run_args, self.log = run_args, log
+    def __init__(self, config, log=print, run_log=None):
+        self.config, self.log = config, log  # config: the experiments.config.RunConfig of every run, but N
         self.run_log = run_log  # where run.py's own lines go (a line per solver), None: with the sweep's
-        self.backend, self.cache = run_args[1], run_args[2]
+        self.backend, self.cache = config.backend, config.cache
         self.seen = {}  # N: sorted group AUs
         self.lost = set()  # the Ns at which a run lost a solver: none of them holds
         self.records = {}  # N: its records
@@ -68,13 +68,13 @@ class Sweep:
         """At least `runs` group AUs at N (running those not yet recorded)."""
         if len(self.seen.get(n, [])) >= runs:  # asked again while confirming: nothing new to run
             return self.seen[n]
-        args = self.run_args + ["--concurrent", str(n), "--repeats", str(runs), "--quiet"]
+        config = self.config.replace(concurrent=n, repeats=runs, quiet=True)
         self.runs += 1
         self.log(f"  run {self.runs}: N = {n}{self._time_left()}")
         started = time.time()
         said = io.StringIO()
         with contextlib.redirect_stderr(said) if self.run_log else contextlib.nullcontext():
-            rc = run.main(args)
+            rc = run.run(config)
         if self.run_log:
             with open(self.run_log, "a") as f:
                 f.write(said.getvalue())
@@ -84,8 +84,8 @@ class Sweep:
         if rc not in (0, run.SOLVERS_FAILED):  # a solver failing is a finding at N, not a refusal
             if self.run_log:
                 self.log(said.getvalue().strip()[-2000:])
-            raise Refused(f"run.py {' '.join(args)} failed (exit {rc}; its error is above)")
-        mine = [r for r in run.recorded_runs(run.parser().parse_args(args), ok_only=False)
+            raise Refused(f"run.py {config_module.command_line(config)} failed (exit {rc}; its error is above)")
+        mine = [r for r in run.recorded_runs(config, ok_only=False)
                 if (r.backend, r.cache) == (self.backend, self.cache)]
         self.records[n] = [r for r in mine if capacity.solvers(r) == n]
         groups = capacity.group_aus(self.records[n]).values()
@@ -179,7 +179,8 @@ def parser():
 def main(argv=None):
     a, run_options = parser().parse_known_args(argv)
     iters = a.iters or datasets.get(a.dataset).quick_iters
-    results = Path(run.parser().parse_args([a.dataset, "lmdb", a.cache] + run_options).out)
+    asked = run.parse([a.dataset, "lmdb", a.cache] + run_options)
+    results = Path(asked.out)
     started, sweeps, refused = time.time(), {}, []
     run_log = results / a.dataset / "capacity.log"
     run_log.parent.mkdir(parents=True, exist_ok=True)
@@ -187,8 +188,9 @@ def main(argv=None):
     for backend in a.backends.split(","):
         print(f"{a.dataset} {backend} {a.cache}: N solvers at once, {iters} iterations each "
               f"{' '.join(run_options)}", file=sys.stderr)
-        sweep = Sweep([a.dataset, backend, a.cache, "--iters", str(iters), "--test-interval", str(iters)]
-                      + run_options, log=lambda m: print(m, file=sys.stderr), run_log=run_log)
+        config = asked.replace(backend=backend, iters=iters,
+                               test_interval=iters if asked.test_interval is None else asked.test_interval)
+        sweep = Sweep(config, log=lambda m: print(m, file=sys.stderr), run_log=run_log)
         try:
             sweep.answer = sweep.largest_n(a.max, a.confirm)
             sweeps[backend] = sweep

@@ -24,6 +24,7 @@ from analysis import capacity  # noqa: E402
 import toolchain  # noqa: E402
 from data_prep import backends  # noqa: E402
 from experiments import run  # noqa: E402
+from experiments.config import RunConfig  # noqa: E402
 from experiments.record import recorded  # noqa: E402
 
 
@@ -50,14 +51,14 @@ def main(argv=None):
     p.add_argument("--out", default=str(toolchain.ROOT / "results" / "decode-threads"))
     a = p.parse_args(argv)
     datasets, threads = a.datasets.split(","), [int(t) for t in a.threads.split(",")]
-    _, flag, work = THREAD_OPTIONS[a.backend]
+    option, _, work = THREAD_OPTIONS[a.backend]
     for round_ in range(a.rounds):
         for dataset in datasets:
             for n in threads:
                 print(f"round {round_ + 1}/{a.rounds}: {dataset} {a.backend}, {n} {work} thread(s)", file=sys.stderr)
-                rc = run.main([dataset, a.backend, a.cache, "--accelerator", a.accelerator, "--iters", str(iterations(a, dataset)),
-                               flag, str(n), "--repeats", str(round_ + 1), "--data", a.data,
-                               "--out", a.out, "--quiet"])
+                rc = run.run(RunConfig(dataset, a.backend, a.cache, accelerator=a.accelerator,
+                                       iters=iterations(a, dataset), options={option: str(n)}, repeats=round_ + 1,
+                                       data=a.data, out=a.out, quiet=True))
                 if rc != 0:
                     return rc
     print(table(a, datasets, threads))

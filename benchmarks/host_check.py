@@ -42,6 +42,7 @@ import catalogue  # noqa: E402
 from analysis import capacity  # noqa: E402
 from data_prep import build  # noqa: E402
 from experiments import prediction, record, runner  # noqa: E402
+from experiments.config import RunConfig, arguments  # noqa: E402
 from monitor import cpu_probe  # noqa: E402
 
 TOLERANCE = 0.15   # a committed answer applies to a host where its cell lands within this
@@ -90,11 +91,10 @@ def host_name(cpu_model, cores, pixels):
 
 
 def run_argv(cell, repeat, a, out):
-    return [sys.executable, str(ROOT / "experiments" / "run.py"), cell.dataset, cell.backend, "warm",
-            "--accelerator", ACCELERATOR, "--iters", str(cell.iters), "--iters-reason",
-            "cut to fit make host-check", "--repeats", str(repeat), "--data", str(a.data), "--out", str(out),
-            "--quiet"] + (["--count", str(IMAGENET_COUNT)] if cell.dataset == "imagenet" else []) \
-        + (["--gpu", str(a.gpu)] if a.gpu is not None else [])
+    config = RunConfig(cell.dataset, cell.backend, "warm", accelerator=ACCELERATOR, iters=cell.iters,
+                       iters_reason="cut to fit make host-check", repeats=repeat, data=str(a.data), out=str(out),
+                       quiet=True, count=IMAGENET_COUNT if cell.dataset == "imagenet" else None, gpu=a.gpu)
+    return [sys.executable, str(ROOT / "experiments" / "run.py")] + arguments(config)
 
 
 def missing_data(cells, data):

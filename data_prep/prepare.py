@@ -12,7 +12,6 @@ cannot hold a dataset is skipped with the reason (hdf5/pymem/cppmem for imagenet
 the paper).
 """
 import argparse
-import os
 import sys
 from pathlib import Path
 
@@ -48,12 +47,9 @@ def main(argv=None):
                    "cluster you run, remove the data set's keys there even when the manifest here does not describe "
                    "them")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
-    p.add_argument("--cluster", metavar="HOST:PORT[,...]", help="the redis backend in a Redis or Valkey Cluster you run, reached at these seeds (sets "
-                   "IMGSTORE_REDIS_CLUSTER); credentials from IMGSTORE_REDIS_USER and IMGSTORE_REDIS_PASSWORD or "
-                   "IMGSTORE_REDIS_PASSWORD_FILE (chmod 600), never from the command line")
+    p.add_argument("--cluster", metavar="HOST:PORT[,...]", help=redis_external.CLUSTER_FLAG_HELP)
     a = p.parse_args(argv)
-    if a.cluster:
-        os.environ[redis_external.SEEDS_ENV] = a.cluster
+    redis_external.use_seeds(a.cluster)
     try:
         if a.dataset == "verify":
             dataset, names = a.backends[0], backend_list(a.backends[1] if len(a.backends) > 1 else "all")

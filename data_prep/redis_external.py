@@ -30,6 +30,10 @@ USER_ENV = "IMGSTORE_REDIS_USER"
 PASSWORD_ENV = "IMGSTORE_REDIS_PASSWORD"
 PASSWORD_FILE_ENV = "IMGSTORE_REDIS_PASSWORD_FILE"
 KEY_PREFIX = "imgstore:"
+# --cluster, the flag of prepare.py and run.py (experiments/config.py) that names the seeds
+CLUSTER_FLAG_HELP = (f"the redis backend in a Redis or Valkey Cluster you run, reached at these seeds (sets "
+                     f"{SEEDS_ENV}); credentials from {USER_ENV} and {PASSWORD_ENV} or {PASSWORD_FILE_ENV} "
+                     "(chmod 600), never from the command line")
 # ACL rules, set on every node (ACLs are per node), found by running each command as a user with
 # only these, then without each one (tests/test_redis_acl.py uses them alone): a reader's (run.py:
 # Caffe's REDIS reader and the warming; the read-only benchmarks) and a writer's (prepare.py,
@@ -49,6 +53,13 @@ def refuse_external(command, why, fix=f"unset {SEEDS_ENV}"):
     fail over"), `fix` what to do instead."""
     if seeds_asked():
         raise SystemExit(f"{command}: a cluster you run ({SEEDS_ENV}) {why}; {fix}")
+
+
+def use_seeds(text):
+    """--cluster's seeds, for this process and the programs it starts (Caffe's reader, the tools);
+    None or empty: as the environment says."""
+    if text:
+        os.environ[SEEDS_ENV] = text
 
 
 def seeds_asked():

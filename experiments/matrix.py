@@ -14,7 +14,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from data_prep import backends, datasets  # noqa: E402
-from experiments import run, runner  # noqa: E402
+from experiments import run  # noqa: E402
+from experiments.config import RunConfig  # noqa: E402
 from experiments.record import recorded  # noqa: E402
 
 KINDS = ("all", "quick")
@@ -41,16 +42,16 @@ def print_table(dataset, records, out=sys.stdout):
             print(f"{backend:<9} {cols[0]:>30} {cols[1]:>30}", file=out)
 
 
-def arguments(dataset, kind, extra):
+def configuration(dataset, kind, extra):
+    """The RunConfig of a make target, the run.py flags in `extra` applied over it: every backend,
+    warm and cold, 3 repeats at the dataset's matrix sizing (quick: 1 repeat of its quick iterations)."""
     ds = datasets.get(dataset)
+    target = RunConfig(dataset, "all", "all", repeats=3)
     if kind == "quick":
-        iters = ds.quick_iters
-        return [dataset, "all", "all", "--repeats", "1", "--iters", str(iters), "--test-interval", str(iters)], iters
-    args = [dataset, "all", "all", "--repeats", "3"]
-    sizing = list(ds.matrix_args)
-    if "--iters" in sizing and "--iters" not in extra:
-        return args + sizing, int(sizing[sizing.index("--iters") + 1])
-    return args + sizing, None
+        target = target.replace(repeats=1, iters=ds.quick_iters, test_interval=ds.quick_iters)
+    elif ds.matrix_args:
+        target = run.parse(list(ds.matrix_args), base=target)
+    return run.parse(extra, base=target)
 
 
 def main(argv=None):
@@ -64,15 +65,13 @@ def main(argv=None):
         print(f"error: no make target {target}: DATASET-all or DATASET-quick, DATASET one of "
               f"{', '.join(datasets.REGISTRY)}", file=sys.stderr)
         return 2
-    args, iters = arguments(dataset, kind, extra)
-    gpu, accelerator = run.compute_choice(run.parser().parse_args(args + extra))
+    config = configuration(dataset, kind, extra)
+    gpu, accelerator = run.compute_choice(config)
     what = (f"an emulated {accelerator} (real Caffe data path; --accelerator none for real CPU training)"
             if accelerator else "the real GPU" if gpu >= 0 else "the real CPU (hours for the stock solvers)")
     print(f"{target}: the {dataset} matrix on {what}.", file=sys.stderr)
-    rc = run.main(args + extra)
-    out = next((extra[i + 1] for i, a in enumerate(extra) if a == "--out"), str(runner.ROOT / "results"))
-    iters = next((int(extra[i + 1]) for i, a in enumerate(extra) if a == "--iters"), iters)
-    print_table(dataset, [r for r in recorded(out, dataset) if r.iterations_setting == iters])
+    rc = run.run(config)
+    print_table(dataset, [r for r in recorded(config.out, dataset) if r.iterations_setting == config.iters])
     return rc
 
 

@@ -84,6 +84,8 @@ class Record:
     monitor: dict = None                  # machine-wide: CPU %, memory, block reads, GPU
     process: dict = None                  # the training process: bytes it read, its CPU, each thread's CPU
     plan: dict = None                     # position in the interleaved order of its matrix
+    config: dict = None                   # the run's configuration (experiments.config.RunConfig) but its
+                                          # data and results roots; None: recorded before runs kept one
     environment: dict = None              # build, machine, kernel
     run_dir: str = None
     finished: str = None

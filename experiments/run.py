@@ -25,7 +25,6 @@ Cells run interleaved (repeat by repeat, backends rotated, warm/cold alternated)
 drift of the machine does not land on one backend. Runs already recorded are skipped unless --again.
 """
 import argparse
-import os
 import signal
 import sys
 from pathlib import Path
@@ -36,7 +35,8 @@ import toolchain  # noqa: E402
 from data_prep import backends, datasets, locations, options, redis_external  # noqa: E402
 from data_prep.cache import CacheError  # noqa: E402
 from experiments import caffe_log, machines, runner, training  # noqa: E402
-from experiments.accelerators import AcceleratorError, profiles  # noqa: E402
+from experiments import config as config_module  # noqa: E402
+from experiments.accelerators import AcceleratorError  # noqa: E402
 from experiments.cgroup import CgroupError, Limits  # noqa: E402
 from experiments.record import recorded  # noqa: E402
 
@@ -51,66 +51,24 @@ long description: --help-all. In depth: docs/running.md."""
 
 
 def parser(full=True):
-    """The command line; full=False: the short help -h prints (no backend read options)."""
+    """The command line, made from RunConfig's flags; full=False: the short help -h prints (no
+    backend read options, no rare flags)."""
     examples = "\n".join(__doc__.split("\n\n")[1].splitlines()[:5])
     p = argparse.ArgumentParser(description=__doc__ if full else __doc__.split("\n\n")[0] + "\n\n" + examples,
                                 epilog=None if full else SHORT_HELP_END,
                                 formatter_class=lambda prog: argparse.RawDescriptionHelpFormatter(
                                     prog, width=100, max_help_position=28))
+    return config_module.add_flags(p, full)
 
-    def rare(text):  # in the full help only
-        return text if full else argparse.SUPPRESS
-    p.add_argument("dataset", choices=list(datasets.REGISTRY))
-    p.add_argument("backend", help=f"{', '.join(backends.REGISTRY)}, a comma-separated list, or all")
-    p.add_argument("cache", choices=["warm", "cold", "all"])
-    p.add_argument("--repeats", type=int, default=1)
-    p.add_argument("--iters", type=int, help="max_iter (default: the stock solver's)")
-    p.add_argument("--iters-reason", help=argparse.SUPPRESS)  # the matrix says why it scaled iterations
-    p.add_argument("--test-interval", type=int, help=rare("test_interval (default: the stock solver's; "
-                   "made to divide max_iter so the last test runs at the last iteration)"))
-    dev = p.add_mutually_exclusive_group()
-    dev.add_argument("--gpu", type=int, help="GPU id (default: 0 when this Caffe has CUDA)")
-    dev.add_argument("--cpu", action="store_true", help="train on the CPU for real, no emulation")
-    p.add_argument("--accelerator", help=f"emulate an accelerator: {', '.join(profiles())}, a time per "
-                   "iteration such as 2.5ms, or none (real compute). Default: the real GPU with a CUDA "
-                   "build, else h100 (titanx2016 under --profile paper2016)")
-    p.add_argument("--mem-limit", help="memory limit of the training cgroup, e.g. 4G (bounds the page cache)")
-    p.add_argument("--mem-per-solver", help=rare("with --concurrent N: memory added to --mem-limit for each solver "
-                   "beyond the first (e.g. 800M, a CaffeNet solver's own), so that the page cache keeps "
-                   "one solver's share at every N"))
-    p.add_argument("--cpus", type=int, help=rare("cores the training may use (cpuset)"))
-    p.add_argument("--cpu-quota", type=float, metavar="CORES",
-                   help=rare("CPU time the training may use, in cores' worth shared by all its threads "
-                             "(cgroup CPU quota; 0.5: half of one core): a slower host's CPU"))
-    p.add_argument("--riops", type=int, help=rare("read IOPS limit on the data's disk"))
-    p.add_argument("--rbps", type=int, help=rare("read bytes/s limit on the data's disk"))
-    p.add_argument("--cluster", metavar="HOST:PORT[,...]", help=rare("the redis backend in a Redis or Valkey Cluster you run, reached at these seeds (sets "
-                   "IMGSTORE_REDIS_CLUSTER); credentials from IMGSTORE_REDIS_USER and IMGSTORE_REDIS_PASSWORD or "
-                   "IMGSTORE_REDIS_PASSWORD_FILE (chmod 600), never from the command line"))
-    p.add_argument("--profile", choices=list(machines.PROFILES),
-                   help="emulate a whole machine (experiments/machines.py): " +
-                        "; ".join(f"{m.name} = {m.summary}" for m in machines.PROFILES.values()))
-    if full:
-        options.add_groups(p, list(backends.REGISTRY.values()), "reading from {name} ({label}): DataParameter fields")
-        options.add_groups(p, list(locations.REGISTRY.values()), "data on a {name}")
-    p.add_argument("--help-all", action="store_true", help="every option, the backends' read options too")
-    p.add_argument("--concurrent", type=int, default=1, metavar="N",
-                   help="N training processes on the same artifact at once, each its own accelerator "
-                        "(emulated, or the same GPU); each is recorded, with the group's makespan and "
-                        "device bytes")
-    p.add_argument("--client-hosts", metavar="NS[,NS...]", type=lambda t: tuple(filter(None, t.split(","))), default=(),
-                   help=rare("run the solvers in these network namespaces, in turn, as if on that many client "
-                             "hosts (experiments/hosts.py makes them; benchmarks/multihost.py uses this)"))
-    p.add_argument("--cold-fallback", choices=["fadvise"],
-                   help=rare("without root, make 'cold' with posix_fadvise(DONTNEED) (recorded as such)"))
-    p.add_argument("--count", type=int, help=rare("train images of a generated stand-in, when the data must be "
-                   "prepared first (an existing artifact is used as it is)"))
-    p.add_argument("--data", default=str(runner.ROOT / "data"), help="data root (default: %(default)s)")
-    p.add_argument("--out", default=str(runner.ROOT / "results"), help="results root (default: %(default)s)")
-    p.add_argument("--again", action="store_true", help=rare("run even if already recorded"))
-    p.add_argument("--seed", type=int, help=rare("solver random_seed"))
-    p.add_argument("--quiet", action="store_true", help=rare("no progress line while training"))
-    return p
+
+def parse(argv, base=None):
+    """The RunConfig a command line asks (argparse's exit on bad input). base: a RunConfig
+    whose values stand where argv gives no flag; argv then holds flags only."""
+    if base is None:
+        return config_module.from_args(parser().parse_args(argv))
+    p = parser()
+    p.set_defaults(**config_module.flag_values(base), **base.options)
+    return config_module.from_args(p.parse_args([base.dataset, base.backend, base.cache, *argv]))
 
 
 def plan(dataset, backend_text, cache, repeats):
@@ -138,26 +96,27 @@ def compute_choice(a):
     return gpu, machines.get(a.profile).accelerator if a.profile else "h100"
 
 
-def _same_setup(r, limits, accelerator, iters, reading, concurrent, client_hosts=0):
-    """Whether record r ran the setup asked: reading = (its read options, its location options);
-    a record of a cluster the user runs is only the same setup on that cluster."""
+def _same_setup(r, limits, accelerator, reading, config):
+    """Whether record r ran the setup `config` asks: reading = (its read options, its location
+    options); a record of a cluster the user runs is only the same setup on that cluster. The
+    flags other record fields say are compared there, every other one in r.config."""
     c = r.compute or {}
     read_options, location_options = reading
     if r.backend not in backends.REGISTRY:  # a backend no longer registered: nothing to compare
         return False
     reached = locations.get(backends.REGISTRY[r.backend].location).options_of(r.location)
-    return (r.iterations_setting == iters and Limits.from_record(r.limits).as_dict() == limits.as_dict()
+    return (r.iterations_setting == config.iters and Limits.from_record(r.limits).as_dict() == limits.as_dict()
             and (c.get("accelerator") if c.get("mode") == "emulated" else None) == accelerator
             and reached == location_options and (r.location or {}).get("seeds") == _cluster_seeds(r.backend)
             and (r.read_options or {}) == read_options
-            and (r.concurrent or {}).get("solvers", 1) == concurrent
-            and (r.concurrent or {}).get("client_hosts", 0) == client_hosts)
+            and (r.concurrent or {}).get("solvers", 1) == config.concurrent
+            and (r.concurrent or {}).get("client_hosts", 0) == len(config.client_hosts)
+            and config_module.same_in_config(r.config, config))
 
 
-def read_choice(a):
+def read_choice(config):
     """({read option: value}, {location option: value}) set on the command line, checked."""
-    return (options.chosen(a, list(backends.REGISTRY.values())),
-            options.chosen(a, list(locations.REGISTRY.values())))
+    return config_module.read_choice(config)
 
 
 def _read_for(backend, reading):
@@ -179,17 +138,16 @@ def limits_choice(a):
     return Limits.from_args(a.mem_limit, a.cpus, a.riops, a.rbps, a.profile, a.mem_per_solver, a.cpu_quota)
 
 
-def recorded_runs(a, ok_only=True):
-    """The records of a.dataset that ran the setup `a` asks: the same compute, limits,
-    iterations, read and location options, and number of solvers. Successful ones only, unless
-    ok_only is False; superseded ones never."""
-    _, accelerator = compute_choice(a)
-    limits = limits_choice(a)
-    reading = read_choice(a)
-    return [r for r in recorded(a.out, a.dataset)
+def recorded_runs(config, ok_only=True):
+    """The records of config.dataset that ran the setup `config` asks: the same compute, limits,
+    iterations, read and location options, number of solvers and every other setup flag.
+    Successful ones only, unless ok_only is False; superseded ones never."""
+    _, accelerator = compute_choice(config)
+    limits = limits_choice(config)
+    reading = read_choice(config)
+    return [r for r in recorded(config.out, config.dataset)
             if not r.superseded and (r.ok or not ok_only)
-            and _same_setup(r, limits, accelerator, a.iters, _read_for(r.backend, reading), a.concurrent,
-                           len(a.client_hosts))]
+            and _same_setup(r, limits, accelerator, _read_for(r.backend, reading), config)]
 
 
 def _cluster_seeds(backend):
@@ -200,17 +158,19 @@ def _cluster_seeds(backend):
     return external.seed_text() if external and b and b.location == "redis-cluster" else None
 
 
-def default_sizing(a):
+def default_sizing(config):
     """A dataset whose stock run is not the paper's condition here (ImageNet: 15,000 iterations
     are ~1,900 passes over a stand-in that fits in memory) runs as its matrix sizes it, unless the
-    command line chose --count, --mem-limit, --iters or --profile, or several solvers. Returns the
-    arguments applied, or None."""
-    ds = datasets.get(a.dataset)
-    if not ds.matrix_args or a.concurrent != 1 or any(v is not None for v in (a.count, a.mem_limit, a.iters, a.profile)):
-        return None
-    sized = parser().parse_args([a.dataset, a.backend, a.cache, *ds.matrix_args])
-    a.count, a.mem_limit, a.iters, a.iters_reason = sized.count, sized.mem_limit, sized.iters, sized.iters_reason
-    return [x for x in ds.matrix_args if x != "--iters-reason" and x != sized.iters_reason]
+    configuration chose count, mem_limit, iters or profile, or several solvers. Returns
+    (the configuration to run, the matrix arguments applied or None)."""
+    ds = datasets.get(config.dataset)
+    if (not ds.matrix_args or config.concurrent != 1
+            or any(v is not None for v in (config.count, config.mem_limit, config.iters, config.profile))):
+        return config, None
+    sized = parse([config.dataset, config.backend, config.cache, *ds.matrix_args])
+    applied = [x for x in ds.matrix_args if x != "--iters-reason" and x != sized.iters_reason]
+    return config.replace(count=sized.count, mem_limit=sized.mem_limit, iters=sized.iters,
+                          iters_reason=sized.iters_reason), applied
 
 
 def _stop(signum, frame):
@@ -218,10 +178,7 @@ def _stop(signum, frame):
 
 
 def main(argv=None):
-    signal.signal(signal.SIGTERM, _stop)  # `kill`: the same clean stop as Ctrl-C
-    # a shell starts background jobs with SIGINT ignored, and Python then leaves it ignored;
-    # Caffe never does, so a `kill -INT` would stop the training and not this process
-    signal.signal(signal.SIGINT, signal.default_int_handler)
+    """The command line: parsed into a RunConfig and run."""
     argv = sys.argv[1:] if argv is None else argv
     if "-h" in argv or "--help" in argv:
         parser(full=False).print_help()
@@ -229,25 +186,32 @@ def main(argv=None):
     if "--help-all" in argv:
         parser().print_help()
         return 0
-    a = parser().parse_args(argv)
-    if a.cluster:
-        os.environ[redis_external.SEEDS_ENV] = a.cluster
-    sized = default_sizing(a)
+    return run(parse(argv))
+
+
+def run(config):
+    """Runs the cells `config` asks that are not yet recorded; the exit status main returns."""
+    signal.signal(signal.SIGTERM, _stop)  # `kill`: the same clean stop as Ctrl-C
+    # a shell starts background jobs with SIGINT ignored, and Python then leaves it ignored;
+    # Caffe never does, so a `kill -INT` would stop the training and not this process
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    redis_external.use_seeds(config.cluster)
+    config, sized = default_sizing(config)
     if sized:
-        print(f"{datasets.get(a.dataset).label}: sized for the paper's condition by default ({' '.join(sized)}): "
+        print(f"{datasets.get(config.dataset).label}: sized for the paper's condition by default ({' '.join(sized)}): "
               "the data several times what memory leaves to the page cache, a few passes over it; "
               "--count, --mem-limit or --iters choose otherwise", file=sys.stderr)
-    gpu, accelerator = compute_choice(a)
+    gpu, accelerator = compute_choice(config)
     from data_prep import build
     try:
-        limits = limits_choice(a)
-        if a.concurrent < 1:
+        limits = limits_choice(config)
+        if config.concurrent < 1:
             raise datasets.SourceError("--concurrent must be at least 1")
-        reading = read_choice(a)
-        done = {(r.backend, r.cache, r.repeat) for r in recorded_runs(a)}
-        cells = plan(a.dataset, a.backend, a.cache, a.repeats)
+        reading = read_choice(config)
+        done = {(r.backend, r.cache, r.repeat) for r in recorded_runs(config)}
+        cells = plan(config.dataset, config.backend, config.cache, config.repeats)
         _check_read_flags(cells, reading)
-        build.prepare_missing(a.dataset, sorted({b for b, _, _ in cells}), a.data, count=a.count,
+        build.prepare_missing(config.dataset, sorted({b for b, _, _ in cells}), config.data, count=config.count,
                               log=lambda m: print(m, file=sys.stderr))
         if accelerator:
             print(f"Compute: emulated {accelerator} (models/accelerators.json) inside real Caffe; "
@@ -257,17 +221,17 @@ def main(argv=None):
                   file=sys.stderr)
         records = []
         for position, (backend, cache_state, repeat) in enumerate(cells):
-            if (backend, cache_state, repeat) in done and not a.again:
-                print(f"{a.dataset} {backend} {cache_state} (repeat {repeat}): already recorded", file=sys.stderr)
+            if (backend, cache_state, repeat) in done and not config.again:
+                print(f"{config.dataset} {backend} {cache_state} (repeat {repeat}): already recorded", file=sys.stderr)
                 continue
             read_options, location_options = _read_for(backend, reading)
-            spec = runner.RunSpec(a.dataset, backend, cache_state, repeat, a.iters, a.test_interval,
+            spec = runner.RunSpec(config.dataset, backend, cache_state, repeat, config.iters, config.test_interval,
                                   read_options=read_options, location_options=location_options,
-                                  concurrent=a.concurrent, client_hosts=a.client_hosts,
-                                  gpu=gpu, accelerator=accelerator, data_root=Path(a.data), results=Path(a.out),
-                                  limits=limits, cold_fallback=a.cold_fallback, seed=a.seed,
+                                  concurrent=config.concurrent, client_hosts=config.client_hosts,
+                                  gpu=gpu, accelerator=accelerator, data_root=Path(config.data), results=Path(config.out),
+                                  limits=limits, cold_fallback=config.cold_fallback, seed=config.seed,
                                   plan={"position": position, "cells": len(cells), "order": "interleaved"},
-                                  iterations_reason=a.iters_reason, progress=not a.quiet)
+                                  iterations_reason=config.iters_reason, progress=not config.quiet, config=config)
             records += runner.run_group(spec, log=lambda m: print(m, file=sys.stderr))
     except (CacheError, CgroupError, runner.RunError, AcceleratorError, datasets.SourceError,
             toolchain.MissingBuild, training.Stalled, caffe_log.LogError) as e:

@@ -63,6 +63,7 @@ class RunSpec:
     location_options: dict = field(default_factory=dict)  # how its location is reached (Location.options)
     concurrent: int = 1              # training processes on the same artifact at once
     client_hosts: tuple = ()         # network namespaces the solvers run in, in turn (experiments.hosts)
+    config: object = None            # the experiments.config.RunConfig the run came from, kept in the record
 
 
 @dataclass
@@ -321,7 +322,8 @@ def _shared_fields(run, how, resident, monitor, env):
                     applied=group.applied if group else None,
                     throttled_reads=measured("limits.throttled_reads", group.throttled_reads) if group else None,
                     cpu_throttling=measured("limits.cpu_throttling", group.cpu_throttling) if group else None),
-        monitor=monitor, plan=spec.plan, environment=env, measurement_errors=errors or None)
+        monitor=monitor, plan=spec.plan, environment=env, measurement_errors=errors or None,
+        config=spec.config.recorded() if spec.config else None)
 
 
 def _measuring(errors, log):

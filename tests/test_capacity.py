@@ -10,6 +10,7 @@ from analysis import capacity
 from benchmarks import capacity as sweep
 from conftest import ROOT
 from experiments import proctrack, runner
+from experiments.config import RunConfig
 from experiments.record import recorded
 
 
@@ -155,7 +156,7 @@ def test_one_misleading_run_does_not_make_the_search_step_by_one(misleading_n, r
             have.append(0.95 if holds != (n == misleading_n and not have) else 0.5)
         return sorted(have)
 
-    s = sweep.Sweep(["cifar10", "cppmem", "cold"], log=lambda m: None)
+    s = sweep.Sweep(RunConfig("cifar10", "cppmem", "cold"), log=lambda m: None)
     s.aus_at = aus_at
     assert s.largest_n(48, 3) == 21
     assert len(runs) <= 25  # stepping one N at a time with 3 runs each took runs_before
@@ -197,7 +198,7 @@ def test_an_n_at_which_a_solver_was_killed_does_not_hold_whatever_its_au():
 
 
 def test_the_sweep_counts_an_n_that_lost_a_solver_as_failed():
-    s = sweep.Sweep(["cifar10", "pymem", "warm"], log=lambda m: None)
+    s = sweep.Sweep(RunConfig("cifar10", "pymem", "warm"), log=lambda m: None)
     s.seen, s.lost = {1: [0.99], 2: [0.98], 3: [0.95]}, {3}
     assert s.holds(2) and not s.holds(3)
     assert s._below(4) == 2
@@ -269,7 +270,7 @@ def test_the_sweep_tries_the_n_that_n_1_predicts_first_then_brackets_it():
             have.append(0.95 if n <= 13 else 0.5)
         return sorted(have)
 
-    s = sweep.Sweep(["mnist", "lmdb", "warm"], log=lambda m: None)
+    s = sweep.Sweep(RunConfig("mnist", "lmdb", "warm"), log=lambda m: None)
     s.aus_at, s.predicted = aus_at, lambda: 18.7  # N = 1's data path: 18.7 (over-predicts, as on small records)
     assert s.largest_n(48, 3) == 13
     assert runs[:2] == [1, 18]  # N = 1, then its prediction at once, not 2, 4, 8, 16

@@ -404,10 +404,10 @@ def test_the_run_line_names_what_held_the_accelerator_up():
 
 def test_imagenet_is_sized_for_the_papers_condition_unless_the_command_line_chooses():
     from experiments import run as run_py
-    a = run_py.parser().parse_args(["imagenet", "lmdb", "cold"])
-    assert run_py.default_sizing(a) == ["--count", "12800", "--mem-limit", "1G", "--iters", "150"]
+    a, applied = run_py.default_sizing(run_py.parse(["imagenet", "lmdb", "cold"]))
+    assert applied == ["--count", "12800", "--mem-limit", "1G", "--iters", "150"]
     assert (a.count, a.mem_limit, a.iters) == (12800, "1G", 150) and "3 epochs" in a.iters_reason
     for chosen in (["--iters", "10"], ["--mem-limit", "2G"], ["--profile", "paper2016"], ["--concurrent", "2"]):
-        a = run_py.parser().parse_args(["imagenet", "lmdb", "cold", *chosen])
-        assert run_py.default_sizing(a) is None
-    assert run_py.default_sizing(run_py.parser().parse_args(["mnist", "lmdb", "cold"])) is None
+        a = run_py.parse(["imagenet", "lmdb", "cold", *chosen])
+        assert run_py.default_sizing(a) == (a, None)
+    assert run_py.default_sizing(run_py.parse(["mnist", "lmdb", "cold"]))[1] is None
