@@ -148,8 +148,8 @@ def host_probe(folder, work=cpu_probe.PIXELS):
 
 def gpu_step_folders():
     """The results folders of GPU steps (device/gpu_calibrate.py, and calls after it on the same
-    loan): results/<gpu>-calibrate and results/<gpu>-calibrate-<what>, oldest first."""
-    found = [p for p in ROOT.glob(FOLDERS["gpu_steps"]) if p.is_dir() and any(p.glob("*/records.jsonl"))]
+    loan) the catalogue lists: results/<gpu>-calibrate and results/<gpu>-calibrate-<what>, oldest first."""
+    found = [ROOT / f for f in FOLDERS["gpu_steps"] if any((ROOT / f).glob("*/records.jsonl"))]
     return [str(p.relative_to(ROOT)) for p in sorted(found, key=lambda p: p.name)]
 
 

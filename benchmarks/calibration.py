@@ -6,8 +6,8 @@ measurement, and every other number a prediction held against real data.
   python benchmarks/calibration.py fit --check    # exit 1 if models/accelerators.json or the
                                                   # paper2016 disk differ from the fit
   python benchmarks/calibration.py fit --write    # write the fitted values into accelerators.json
-  python benchmarks/calibration.py table --h100 results/ci-2core-emulated-h100-calibrated \\
-      --paper2016 results/ci-2core-paper2016-calibrated --out results/calibration
+  python benchmarks/calibration.py table          # the fidelity tables from the folders the
+                                                  # catalogue names (--h100, --paper2016, --out: others)
 
 """
 # The command line only: the model (the cells, the fits, the paper's reference values) is
@@ -74,7 +74,7 @@ def main(argv=None):
     t.add_argument("--paper2016", default=FOLDERS["paper2016"],
                    help="emulated-2016 records to hold against the paper")
     t.add_argument("--same-host", help="the GPU steps' records, comma-separated folders: real GPU and emulated H100 "
-                   f"on one host (default: every {FOLDERS['gpu_steps']})")
+                   "on one host (default: every results/*-calibrate* folder the catalogue lists)")
     t.add_argument("--here", default=FOLDERS["gpu_step_cells"],
                    help="the GPU steps' cells run emulated on this machine, to hold against their real GPU runs")
     t.add_argument("--out", default=FOLDERS["fidelity"])

@@ -9,19 +9,20 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+import catalogue
 from experiments import accelerators, caffe_log, machines, record
 
 ROOT = Path(__file__).resolve().parents[1]
 # Every results folder the calibration and its fidelity tables name, in one place.
 FOLDERS = {
-    "real_h100": "results/h100",  # the real H100's runs: the h100 profile's fitting cells and the tables' reference
-    "paper2016": "results/ci-2core-paper2016-calibrated",  # the disk's fitting run; the emulated 2016 machine's matrix
-    "emulated_h100": "results/ci-2core-emulated-h100-calibrated",  # the emulated H100's matrix on this machine
-    "pre_calibration": "results/ci-2core-emulated-h100",  # the same cells on another CI machine, before the fit
-    "decoder": "results/ci-2core-decoder/decoder.json",  # benchmarks/decoder.py: the two OpenCV builds, same files
-    "gpu_step_cells": "results/ci-2core-gpu-step-cells",  # the GPU steps' cells run emulated on this machine
-    "gpu_steps": "results/*-calibrate*",  # the GPU steps (device/gpu_calibrate.py), a glob
-    "fidelity": "results/calibration",  # where the fidelity tables are written
+    "real_h100": catalogue.relative("h100"),  # the real H100's runs: the h100 profile's fitting cells, the tables' reference
+    "paper2016": catalogue.relative("ci-2core-paper2016-calibrated"),  # the disk's fitting run; the 2016 machine's matrix
+    "emulated_h100": catalogue.relative("ci-2core-emulated-h100-calibrated"),  # the emulated H100's matrix on this machine
+    "pre_calibration": catalogue.relative("ci-2core-emulated-h100"),  # the same cells on another CI machine, before the fit
+    "decoder": f"{catalogue.relative('ci-2core-decoder')}/decoder.json",  # benchmarks/decoder.py: two OpenCV builds, same files
+    "gpu_step_cells": catalogue.relative("ci-2core-gpu-step-cells"),  # the GPU steps' cells run emulated on this machine
+    "gpu_steps": [catalogue.relative(name) for name in catalogue.named("*-calibrate*")],  # the GPU steps (gpu_calibrate.py)
+    "fidelity": catalogue.relative("calibration"),  # where the fidelity tables are written
 }
 WHAT_IS_FITTED = """What is fitted, and on what (everything else is a prediction):
   h100 LeNet / cifar10_quick   train_ms: the real H100's LMDB warm run of that net (LMDB
@@ -100,7 +101,7 @@ H100_NET_CELLS = {"lenet": Cell(FOLDERS["real_h100"], "mnist", "lmdb", "warm"),
                   "cifar10_quick": Cell(FOLDERS["real_h100"], "cifar10", "lmdb", "warm")}
 H100_COPY_CELL = Cell(FOLDERS["real_h100"], "mnist", "hdf5", "warm")
 # The disk is fitted by iteration on this one cell: a run at the last fitted IOPS gives the next.
-# Step 1: results/ci-2core-paper2016 (150 IOPS, an Intel Xeon CI machine) gave 388; step 2 (388
+# Step 1: the ci-2core-paper2016 folder (150 IOPS, an Intel Xeon CI machine) gave 388; step 2 (388
 # IOPS, an AMD EPYC CI machine) gave 287. Both counted the device's requests, and the host's DAMON
 # pageout evicted files between epochs (1.27-2.21 reads per file, varying run to run). Step 3
 # (below: 287 IOPS, the run's pages kept from the reclaimer, the throttle's own count: 1.08 reads

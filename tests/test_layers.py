@@ -15,7 +15,7 @@ from conftest import ROOT
 
 # Each top-level folder or module of the project in its layer, lowest first.
 LAYERS = (
-    ("base", ("processes", "toolchain")),  # child processes that die with their starter; where the builds live
+    ("base", ("processes", "toolchain", "catalogue")),  # child processes; where the builds and committed results live
     ("models", ("models",)),  # the nets and solvers, the emulated accelerators' times
     ("data", ("monitor", "data_prep")),  # the sampler and the CPU probe; datasets, backends, locations, prepare
     ("experiments", ("experiments",)),  # runs, records, the runner, the calibration model, the prediction
