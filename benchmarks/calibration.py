@@ -37,7 +37,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 from analysis import readme  # noqa: E402
 from data_prep import backends, datasets  # noqa: E402
