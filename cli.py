@@ -83,10 +83,10 @@ INTERNAL = {
 HELP_FLAGS = ("-h", "--help")
 
 
-def usage(commands=COMMANDS):
+def usage(commands=COMMANDS, group=""):
     width = max(len(c.name) for c in commands)
-    lines = ["usage: imgstore SUB-COMMAND [ARGS ...]   (imgstore SUB-COMMAND --help: its own help)", "",
-             "sub-commands:"]
+    what = f"{group} NAME" if group else "SUB-COMMAND"
+    lines = [f"usage: imgstore {what} [ARGS ...]   (imgstore {what} --help: its own help)", "", "sub-commands:"]
     lines += [f"  {c.name:<{width}}  {c.help}" for c in commands]
     return "\n".join(lines)
 
@@ -118,7 +118,7 @@ def main(argv=None):
     if command is None:
         group = [c for c in COMMANDS if c.name.split()[0] == words[0]]
         if group and (len(words) == 1 or words[1] in HELP_FLAGS):  # `imgstore bench`: what it has
-            print(usage(group))
+            print(usage(group, words[0]))
             return 0
         what = f"{words[0]} {words[1]!r}" if group else repr(words[0])
         print(f"imgstore: no sub-command {what} (imgstore --help lists them)", file=sys.stderr)
