@@ -37,7 +37,7 @@ COPY monitor/cpu_probe.cpp monitor/
 COPY scripts/ scripts/
 COPY requirements.txt Makefile ./
 COPY data_prep/apt-packages.txt data_prep/
-# system packages, the venv, CUDA (if from wheels) and Caffe, in a layer of their own
+# system packages, the venv's requirements, CUDA (if from wheels) and Caffe, in a layer of their own
 RUN if [ -n "$WHEELHOUSE_URL" ]; then export PIP_NO_INDEX=1 PIP_FIND_LINKS="$WHEELHOUSE_URL"; \
         pip_source="wheelhouse served by the host during the build ($WHEELHOUSE_NOTE)"; \
     else pip_source="the package registry"; fi \
@@ -51,5 +51,8 @@ RUN if [ -n "$WHEELHOUSE_URL" ]; then export PIP_NO_INDEX=1 PIP_FIND_LINKS="$WHE
          "$CAFFE_CUDA_ARCH" "$CUDA_FROM_WHEELS" >> /etc/imgstore-image; fi \
     && rm -rf /var/lib/apt/lists/* /root/.cache/pip
 COPY . .
+# the project itself into the venv (pip install -e ., as scripts/venv.sh does everywhere): the
+# `imgstore` command; built by the setuptools the layer above installed, so nothing is fetched
+RUN scripts/venv.sh && .venv/bin/imgstore --help > /dev/null
 ENV CAFFE_GPU=${CAFFE_GPU}
 CMD ["make", "mnist-all"]

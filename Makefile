@@ -2,6 +2,8 @@
 # so on a fresh Debian/Ubuntu machine `make test` and `make mnist-all` just work.
 SHELL := /bin/bash
 PY    := .venv/bin/python
+# the project's command (scripts/venv.sh installs it): imgstore --help lists its sub-commands
+IMGSTORE := .venv/bin/imgstore
 # extra arguments for the runner, e.g. make mnist-all RUN_ARGS="--gpu 0"
 RUN_ARGS ?=
 # for make redis-start / redis-stop, e.g. REDIS_ARGS="--rtt 10ms --nodes 3"
@@ -76,41 +78,41 @@ test: setup peers
 	@$(PY) -m pytest tests --durations=25
 
 redis-start: setup
-	@$(PY) -m data_prep.redis_cluster start $(REDIS_ARGS)
+	@$(IMGSTORE) redis start $(REDIS_ARGS)
 
-redis-stop:
-	@$(PY) -m data_prep.redis_cluster stop $(REDIS_ARGS)
+redis-stop: venv
+	@$(IMGSTORE) redis stop $(REDIS_ARGS)
 
 # DATASET-all and DATASET-quick for every dataset registered in data_prep/datasets (matrix.py
 # checks the name): make mnist-all, make cifar10-quick, ...
 %-all %-quick: setup
-	@$(PY) experiments/matrix.py $@ $(RUN_ARGS)
+	@$(IMGSTORE) matrix $@ $(RUN_ARGS)
 
 # one report per folder of records: results/ (this machine) and the committed runs (results/catalogue.toml)
 # capacity sweeps (folders named *capacity*) have their own analysis: hundreds of groups of solvers
 report: setup
 	@for d in results results/* results/archive/*; do \
 	  if ! compgen -G "$$d/*/records*.jsonl" >/dev/null; then continue; fi; \
-	  case $$d in *capacity*) $(PY) analysis/capacity.py $$d >/dev/null && echo "$$d/report (capacity)" ;; \
-	              *) $(PY) analysis/report.py $$d --out $$d/report ;; esac; \
+	  case $$d in *capacity*) $(IMGSTORE) capacity-report $$d >/dev/null && echo "$$d/report (capacity)" ;; \
+	              *) $(IMGSTORE) report $$d --out $$d/report ;; esac; \
 	done
 
 capacity: setup
-	@$(PY) data_prep/prepare.py $(DATASET) $(CAPACITY_BACKENDS) --quiet
-	@$(PY) benchmarks/capacity.py $(DATASET) $(CAPACITY_BACKENDS) warm --accelerator $(ACCEL) $(CAPACITY_ARGS)
+	@$(IMGSTORE) prepare $(DATASET) $(CAPACITY_BACKENDS) --quiet
+	@$(IMGSTORE) capacity $(DATASET) $(CAPACITY_BACKENDS) warm --accelerator $(ACCEL) $(CAPACITY_ARGS)
 
 host-check: setup
-	@$(PY) benchmarks/host_check.py $(HOST_CHECK_ARGS)
+	@$(IMGSTORE) host-check $(HOST_CHECK_ARGS)
 
 calibration: venv
-	@$(PY) benchmarks/calibration.py fit --check
-	@$(PY) benchmarks/calibration.py table --readme
+	@$(IMGSTORE) calibrate fit --check
+	@$(IMGSTORE) calibrate table --readme
 
 peers:
 	@VENV=.venv-peers REQUIREMENTS=peers/requirements.txt scripts/venv.sh
 
 peers-compare: setup peers
-	@$(PY) benchmarks/peers.py $(PEERS_ARGS)
+	@$(IMGSTORE) peers $(PEERS_ARGS)
 
 docs:
 	@scripts/apt_install.sh docs/apt-packages.txt

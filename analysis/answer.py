@@ -19,7 +19,6 @@ from collections import namedtuple
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 from analysis import capacity, readme  # noqa: E402
 from analysis.report import pyplot, save  # noqa: E402

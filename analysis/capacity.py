@@ -27,7 +27,6 @@ import tarfile
 import textwrap
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import catalogue  # noqa: E402
 from analysis import readme  # noqa: E402

@@ -13,11 +13,9 @@ every page, and that every function here has one.
 import functools
 import json
 import statistics
-import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 from experiments import machines  # noqa: E402
 from experiments.record import load  # noqa: E402

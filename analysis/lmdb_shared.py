@@ -11,7 +11,6 @@ import statistics
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from analysis import capacity  # noqa: E402
 from experiments.cgroup import Limits  # noqa: E402

@@ -21,7 +21,6 @@ import statistics
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import catalogue  # noqa: E402
 from data_prep import backends, datasets  # noqa: E402

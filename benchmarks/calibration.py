@@ -18,7 +18,6 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 from analysis import fidelity, readme  # noqa: E402
 from experiments import accelerators  # noqa: E402

@@ -38,7 +38,6 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from analysis import capacity  # noqa: E402
 from data_prep import datasets  # noqa: E402

@@ -17,7 +17,6 @@ import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from data_prep import backends, build, datasets  # noqa: E402
 from experiments import accelerators, run, runner  # noqa: E402

@@ -16,9 +16,7 @@ Every run is an ordinary record under --out (default results/decode-threads).
 import argparse
 import statistics
 import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from analysis import capacity  # noqa: E402
 import toolchain  # noqa: E402

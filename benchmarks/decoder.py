@@ -18,7 +18,6 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 from benchmarks.data_path import ITERATIONS, delivered  # noqa: E402
 from data_prep import build, datasets  # noqa: E402

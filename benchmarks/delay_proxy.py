@@ -22,7 +22,6 @@ import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import toolchain  # noqa: E402
 from benchmarks import flags, redis_path, redis_reader  # noqa: E402

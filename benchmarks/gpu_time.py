@@ -31,8 +31,6 @@ import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 os.environ.setdefault("GLOG_minloglevel", "1")
 import caffe  # noqa: E402

@@ -19,7 +19,6 @@ import uuid
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 from data_prep import cache, locations  # noqa: E402
 from experiments import cgroup, machines  # noqa: E402

@@ -36,7 +36,6 @@ import time
 import uuid
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import toolchain  # noqa: E402
 from data_prep import build, cache, datasets, disk, locations  # noqa: E402

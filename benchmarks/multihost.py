@@ -32,7 +32,6 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import toolchain  # noqa: E402
 from data_prep import datasets, redis_external  # noqa: E402

@@ -48,7 +48,8 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+if __name__ == "__main__":  # as a script its folder leads sys.path, and this file would hide the peers package
+    sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 
 import toolchain  # noqa: E402
 from data_prep import backends, build, cache, datasets  # noqa: E402

@@ -31,7 +31,6 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks import flags, redis_path  # noqa: E402
 from benchmarks.redis_migration import Reader, own_cluster  # noqa: E402

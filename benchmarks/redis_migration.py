@@ -37,7 +37,6 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import toolchain  # noqa: E402
 from benchmarks import flags, redis_path  # noqa: E402

@@ -33,7 +33,6 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import toolchain  # noqa: E402
 from data_prep import build, datasets, redis_cluster, redis_external  # noqa: E402

@@ -35,7 +35,6 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import toolchain  # noqa: E402
 from benchmarks import flags, redis_path  # noqa: E402
@@ -47,7 +46,6 @@ RECORDS = {"mnist": 60000, "cifar10": 50000, "imagenet": 3000}
 
 MEASURE = """
 import os, sys, time, caffe
-sys.path.insert(0, sys.argv[3])
 from experiments import proctrack
 net = caffe.Net(sys.argv[1], caffe.TEST)
 batch, records = net.blobs["data"].num, int(sys.argv[2])
@@ -92,7 +90,7 @@ def servers_cpu(cluster):
 
 def measure(net, records, cluster):
     before = servers_cpu(cluster)
-    p = subprocess.run([str(toolchain.PYTHON), "-c", MEASURE, str(net), str(records), str(runner.ROOT)], capture_output=True,
+    p = subprocess.run([str(toolchain.PYTHON), "-c", MEASURE, str(net), str(records)], capture_output=True,
                        text=True, timeout=900)
     if p.returncode != 0:
         raise RuntimeError(f"the measuring net {net} failed:\n{p.stderr[-3000:]}")

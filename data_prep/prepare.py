@@ -17,7 +17,6 @@ from pathlib import Path
 
 import redis
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from data_prep import backends, build, datasets, redis_external  # noqa: E402
 from data_prep.datasets import SourceError  # noqa: E402

@@ -49,7 +49,6 @@ from pathlib import Path
 import psutil
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 
 import toolchain  # noqa: E402
 from data_prep.errors import SourceError  # noqa: E402

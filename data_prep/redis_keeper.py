@@ -17,12 +17,9 @@ What it did goes to ROOT/keeper.log (the failover's record reads it from the rep
                                                        comes in the environment)
 """
 import argparse
-import sys
 import time
 from datetime import datetime
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from data_prep.redis_cluster import Cluster  # noqa: E402
 

@@ -38,10 +38,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "device"))
 
-import gpu_host  # noqa: E402
+from device import gpu_host  # noqa: E402
 
 BUNDLE = ROOT / ".device-bundle"
 DEVICE_DATA = ROOT / ".device-data"

@@ -17,11 +17,9 @@ import argparse
 import os
 import sys
 import tempfile
-from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 os.environ.setdefault("GLOG_minloglevel", "2")  # Caffe logs every layer it builds
 import caffe  # noqa: E402

@@ -47,8 +47,7 @@ def host_steps(results, data, python=sys.executable):
 
 
 def main(argv=None):
-    sys.path.insert(0, str(ROOT / "device"))
-    import gpu_calibrate
+    from device import gpu_calibrate
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--dry-run", action="store_true", help="print the steps and their time; run nothing")
     p.add_argument("--budget", type=float, default=HOST_CHECK_S + CAPACITY_S + 60,

@@ -12,7 +12,6 @@ import argparse
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from experiments import run  # noqa: E402
 from experiments.record import recorded  # noqa: E402

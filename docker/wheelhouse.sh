@@ -3,7 +3,7 @@
 # registry (seen on the CI machine: pip inside a container cannot verify the registry's
 # certificate). docker/build.sh serves it to the build on loopback (the Dockerfile's
 # WHEELHOUSE_URL); nothing of it is copied into the image.
-#   docker/wheelhouse.sh cpu   CACHE/wheels/cpu: requirements.txt + pip (~170 MiB)
+#   docker/wheelhouse.sh cpu   CACHE/wheels/cpu: requirements.txt + pip + the project's build backend (~170 MiB)
 #   docker/wheelhouse.sh gpu   CACHE/wheels/gpu: those + CUDA 13 and cuDNN (docker/cuda-wheels.txt, ~1.1 GiB)
 # CACHE is ~/.cache/imgstore-caffe (CAFFE_CACHE); the last line printed is the folder.
 # Wheels for this machine's Python, which must be the image's (Debian 12: 3.11). Idempotent:
@@ -22,7 +22,8 @@ esac
 pip=${PIP:-$root/.venv/bin/pip}
 [ -x "$pip" ] || { echo "no pip at $pip: run make venv first" >&2; exit 1; }
 out=$IMGSTORE_CACHE/wheels/$set_name
-want=$( { cat "${lists[@]}"; "$pip" --version | cut -d' ' -f1-2; "$(dirname "$pip")/python" --version; } |
+build_backend=$(sed -n 's/^build_backend=//p' "$root/scripts/venv.sh")  # what builds the project in the image
+want=$( { cat "${lists[@]}"; echo "$build_backend"; "$pip" --version | cut -d' ' -f1-2; "$(dirname "$pip")/python" --version; } |
         sha256sum | cut -c1-16)
 if [ -f "$out/.complete" ] && [ "$(cat "$out/.complete")" = "$want" ]; then
   echo "wheelhouse: up to date ($(ls "$out"/*.whl | wc -l) wheels)" >&2
@@ -34,7 +35,7 @@ rm -rf "$out.partial"
 mkdir -p "$out.partial"
 reqs=()
 for l in "${lists[@]}"; do reqs+=(-r "$l"); done
-"$pip" download -q --disable-pip-version-check --only-binary=:all: -d "$out.partial" "${reqs[@]}" pip
+"$pip" download -q --disable-pip-version-check --only-binary=:all: -d "$out.partial" "${reqs[@]}" pip "$build_backend"
 echo "$want" > "$out.partial/.complete"
 rm -rf "$out"
 mv "$out.partial" "$out"

@@ -9,9 +9,7 @@ Without a CUDA build the matrix runs on an emulated H100 (run.py --help); pass
 --accelerator none to train on the CPU for real.
 """
 import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from data_prep import backends, datasets  # noqa: E402
 from experiments import run  # noqa: E402

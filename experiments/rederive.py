@@ -9,10 +9,8 @@ are; each changed record says so in `revised`. Records are rewritten whole (temp
 import argparse
 import json
 import os
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from experiments import accelerators, caffe_log  # noqa: E402
 from experiments.record import RECORD_FILES, Record  # noqa: E402
 

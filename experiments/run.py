@@ -29,7 +29,6 @@ import signal
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import toolchain  # noqa: E402
 from data_prep import backends, datasets, locations, options, redis_external  # noqa: E402

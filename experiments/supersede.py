@@ -16,7 +16,6 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from experiments.record import record_files  # noqa: E402
 

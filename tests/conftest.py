@@ -1,12 +1,15 @@
 """Shared fixtures: the project's Caffe, and small real artifacts made once per session."""
 import faulthandler
 import fcntl
+import importlib.metadata
+import json
 import os
 import signal
 import socket
 import subprocess
 import sys
 import tempfile
+import urllib.parse
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -15,7 +18,6 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 # quiet pycaffe in the test process; runs that parse Caffe logs ask for INFO themselves
 os.environ.setdefault("GLOG_minloglevel", "2")
-sys.path.insert(0, str(ROOT))
 
 # Redis ports. A cluster whose first node listens on PORT uses PORT+I for its nodes, PORT+100+I for
 # its delay proxies and PORT+10000+I for its cluster bus (data_prep/redis_cluster.py). Each user
@@ -138,6 +140,26 @@ DEFAULT_TIMEOUT = int(os.environ.get("IMGSTORE_TEST_TIMEOUT", "900"))
 
 class TestTimeout(Exception):
     pass
+
+
+def installed_from():
+    """The tree this venv's project is installed from (scripts/venv.sh: pip install -e .), or None.
+    The tests' child processes import the project through that install, not through this tree."""
+    try:
+        url = json.loads(importlib.metadata.distribution("imgstore").read_text("direct_url.json") or "{}").get("url", "")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+    return Path(urllib.parse.urlparse(url).path).resolve() if url.startswith("file:") else None
+
+
+def pytest_sessionstart(session):
+    if not (ROOT / "pyproject.toml").exists():  # this file copied elsewhere (test_suite_limits.py)
+        return
+    where = installed_from()
+    on_pythonpath = ROOT in [Path(p).resolve() for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    if where != ROOT and not on_pythonpath:
+        pytest.exit(f"this venv ({sys.prefix}) has the project installed from {where or 'nowhere'}, not from "
+                    f"{ROOT}: run scripts/venv.sh (make venv) for this tree's own .venv", returncode=4)
 
 
 def pytest_configure(config):

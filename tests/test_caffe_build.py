@@ -125,7 +125,6 @@ def _swap_build_env(tmp_path):
     cache, build = _two_cached_builds(tmp_path)
     return f"""
 import sys, time, pathlib
-sys.path.insert(0, {str(ROOT)!r})
 import toolchain
 b = pathlib.Path({str(build)!r})
 toolchain.BUILD_CACHE, toolchain.CAFFE, toolchain.CAFFE_KEY = pathlib.Path({str(cache)!r}), b / "caffe", b / "caffe.key"

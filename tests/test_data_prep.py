@@ -270,10 +270,9 @@ def test_missing_output_parent_is_refused(tmp_path):
 
 def test_a_killed_run_leaves_nothing_that_looks_finished(tmp_path):
     """kill -9 in the middle of writing: no artifact, and the next run starts clean."""
-    script = ("import sys; sys.path.insert(0, %r)\n"
-              "from data_prep import build\n"
+    script = ("from data_prep import build\n"
               "build.prepare('cifar10', ['images'], %r, count=20000, jobs=1, progress=False)\n"
-              % (str(ROOT), str(tmp_path)))
+              % (str(tmp_path),))
     p = subprocess.Popen([str(ROOT / ".venv" / "bin" / "python"), "-c", script])
     partial = tmp_path / "cifar10" / ".images.partial" / "train"
     for _ in range(600):

@@ -9,9 +9,7 @@ import pytest
 
 from conftest import ROOT
 
-sys.path.insert(0, str(ROOT / "device"))
-import gpu_calibrate  # noqa: E402
-import gpu_host  # noqa: E402
+from device import gpu_calibrate, gpu_host  # noqa: E402
 from benchmarks import capacity as capacity_sweep  # noqa: E402
 from benchmarks import host_check  # noqa: E402
 from experiments import run as run_cli  # noqa: E402

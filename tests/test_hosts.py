@@ -8,7 +8,6 @@ import sys
 import psutil
 import pytest
 
-from conftest import ROOT
 from experiments import hosts
 
 ECHO_SERVER = """
@@ -55,9 +54,8 @@ def test_clients_reach_the_server_at_its_address_inside_their_own_network():
 
 
 def test_a_killed_owner_leaves_nothing_after_the_next_start(tmp_path):
-    owner = subprocess.Popen([sys.executable, "-c", f"""
+    owner = subprocess.Popen([sys.executable, "-c", """
 import sys, os, signal, subprocess
-sys.path.insert(0, {str(ROOT)!r})
 from experiments import hosts
 net = hosts.Hosts(clients=1, servers=1).__enter__()
 inside = net.start("server-0", ["sleep", "600"])

@@ -99,7 +99,6 @@ def test_run_py_killed_with_sigkill_leaves_no_process_it_started(tiny_redis, tmp
 
 LEFT_BY = """
 import sys, threading, time
-sys.path.insert(0, sys.argv[3])
 from data_prep.redis_cluster import Cluster
 cluster = Cluster(sys.argv[1], port=int(sys.argv[2]))
 # from another thread: the death signal would come when that thread exits, so none is set
@@ -114,7 +113,7 @@ time.sleep(600)
 def test_what_a_killed_owner_left_running_is_stopped_by_the_next_run_which_says_so(tiny_redis, tmp_path):
     data, cluster = tiny_redis
     assert not cluster.running()
-    owner = subprocess.Popen([sys.executable, "-c", LEFT_BY, str(cluster.root), str(cluster.port), str(ROOT)],
+    owner = subprocess.Popen([sys.executable, "-c", LEFT_BY, str(cluster.root), str(cluster.port)],
                              env=run_env(tmp_path, cluster), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     left = []
     try:

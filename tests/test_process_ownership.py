@@ -136,7 +136,6 @@ def test_a_node_that_exits_at_its_start_is_named(tmp_path, monkeypatch, redis_po
 
 READER_OWNER = """
 import os, sys
-sys.path.insert(0, sys.argv[2])
 from data_prep import cache
 cache.warm([sys.argv[1]])
 """
@@ -145,7 +144,7 @@ cache.warm([sys.argv[1]])
 def test_the_warm_up_reader_dies_with_the_process_that_started_it(tmp_path):
     fifo = tmp_path / "never-written"
     os.mkfifo(fifo)  # the reader blocks opening it: a warm-up as long as one likes
-    owner = subprocess.Popen([sys.executable, "-c", READER_OWNER, str(fifo), str(ROOT)])
+    owner = subprocess.Popen([sys.executable, "-c", READER_OWNER, str(fifo)])
     reader = None
     try:
         deadline = time.monotonic() + 30

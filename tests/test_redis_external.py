@@ -112,7 +112,7 @@ def test_a_wrong_password_an_open_password_file_and_an_unreachable_seed_are_name
 SAME_SEQUENCE = """
 import sys
 from pathlib import Path
-sys.path[:0] = [sys.argv[1], sys.argv[1] + "/tests"]
+sys.path.insert(0, sys.argv[1] + "/tests")  # the tests' helpers: test_lmdb_read
 import caffe
 from data_prep import backends, datasets, redis_external
 from test_lmdb_read import sequence
