@@ -51,7 +51,7 @@ def cold_read(folder, device, group=None):
     return seconds, after[1] - before[1], after[0] - before[0]
 
 
-def main(argv=None):
+def side_by_side(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--files", type=int, default=3000)
     p.add_argument("--size", type=int, default=2000, help="bytes per file (default ~ a CIFAR PNG)")
@@ -94,8 +94,12 @@ def main(argv=None):
     return 0
 
 
-if __name__ == "__main__":
+def main(argv=None):
     try:
-        sys.exit(main())
+        return side_by_side(argv)
     except (cgroup.CgroupError, cache.CacheError) as e:
-        sys.exit(f"io_limit: {e}")
+        return f"io_limit: {e}"
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -93,9 +93,9 @@ def test_every_script_is_a_sub_command_or_said_to_be_internal():
 
 def test_no_module_puts_the_tree_on_sys_path():
     """The project is installed (scripts/venv.sh): nothing patches sys.path to find its own modules.
-    results/ holds past measurements' scripts as they were run."""
+    benchmarks/history/ holds past measurements' scripts as they were run."""
     patching = {str(f.relative_to(ROOT)) for f in tracked("*.py")
-                if not f.is_relative_to(ROOT / "results") and CHANGES_SYS_PATH.search(f.read_text())}
+                if not f.is_relative_to(ROOT / "benchmarks" / "history") and CHANGES_SYS_PATH.search(f.read_text())}
     assert patching - set(SYS_PATH_ALLOWED) == set()
 
 

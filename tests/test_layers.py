@@ -20,7 +20,7 @@ LAYERS = (
     ("data", ("monitor", "data_prep")),  # the sampler and the CPU probe; datasets, backends, locations, prepare
     ("experiments", ("experiments",)),  # runs, records, the runner, the calibration model, the prediction
     ("analysis", ("analysis",)),  # tables, figures, the report, the fidelity tables, the claims in the docs
-    ("scripts", ("benchmarks", "device", "docker", "peers", "scripts", "results")),
+    ("scripts", ("benchmarks", "device", "docker", "peers", "scripts", "results", "cli")),  # cli: the one command
     ("tests", ("tests",)),
 )
 SCRIPTS = "scripts"
