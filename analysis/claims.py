@@ -80,7 +80,7 @@ def mean_wall(dataset, backend, cache):
 def peers_medians(path=PEERS):
     """{(dataset, loader, form, threads, cache): {images_per_s, images_per_cpu_s, n}} of a peers run,
     as benchmarks/peers.py tabulates it (medians of the cells not left out)."""
-    from benchmarks import peers
+    from analysis import peers
     from data_prep import datasets
     found = json.loads((ROOT / path).read_text())
     cells = found["cells"]
@@ -692,7 +692,7 @@ def results_paper2016_findings():
 def decode_threads_0021_rows(cache):
     """The rows of benchmarks/decode_threads.py's table of the 0021 runs (MNIST and CIFAR-10)."""
     from argparse import Namespace
-    from benchmarks import decode_threads
+    from analysis import decode_threads
     a = Namespace(backend="images", cache=cache, accelerator="h100", iters=2000, out=ROOT / DECODE_THREADS_0021)
     return tuple(decode_threads.table(a, ["mnist", "cifar10"], [1, 2]).splitlines()[4:])
 

@@ -28,11 +28,7 @@ LEVEL = {part: level for level, (_, parts) in enumerate(LAYERS) for part in part
 NAME = {part: name for name, parts in LAYERS for part in parts}
 # Imports that climb today, each with why it is still there; the test fails on any other, and on
 # an entry here that no longer climbs (remove it then).
-KNOWN_CLIMBS = {
-    ("analysis/claims.py", "from benchmarks import peers"): "peers_medians: benchmarks/peers.py summarise",
-    ("analysis/claims.py", "from benchmarks import decode_threads"): "decode_threads_0021_rows: "
-                                                                     "benchmarks/decode_threads.py table",
-}
+KNOWN_CLIMBS = {}
 
 
 def python_files(root=ROOT):
