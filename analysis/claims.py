@@ -407,7 +407,7 @@ def peers_first_batches():
     words = lambda found: " and ".join(LABELS[d] for d in LABELS if d in found)  # noqa: E731
     count = {2: "two", 3: "three"}.get(len(clock), len(clock))
     return (f"the largest difference is {max(clock.values()):g} for every row of all {count} datasets",
-            f"(the second run below; the first compared {words(first)}, {max(first.values()):g} too)")
+            f"(the second run, above; the first compared {words(first)}, {max(first.values()):g} too)")
 
 
 @claim
@@ -471,7 +471,7 @@ def peers_transform_spread():
     for d in LABELS:
         before = decode_threads_au(DECODE_THREADS_0021, d, "h100", "warm", 2)[0]
         after = decode_threads_au(DECODE_THREADS, d, "h100", "warm", 2)[0]
-        parts.append(f"{before:.3f}" + (" (decoding alone spread, 0021, [results.md](results.md))" if d == "mnist"
+        parts.append(f"{before:.3f}" + (" (decoding alone spread, [results.md](results.md))" if d == "mnist"
                                         else "") + f" to {after:.3f}")
     return tuple(parts)
 
@@ -1082,7 +1082,7 @@ def running_reclaimer():
             f"{reached.wall_seconds:.0f} s instead of {safe.wall_seconds:.0f}")
 
 
-# -- docs/capacity.md ---------------------------------------------------------------------------
+# -- docs/capacity.md and docs/capacity-method.md -------------------------------------------------
 
 CAPACITY = "results/ci-2core-capacity"
 CAPACITY_HOST2 = "results/ci-2core-capacity-host2"
