@@ -116,10 +116,13 @@ def test_every_docs_page_opens_with_a_summary_and_its_figure_or_table():
 # splits its wide tables and long notes (then its case passes, and strict xfail says to drop the mark)
 GENERATED_BY = {"README.md": "analysis/answer.py's table() and notes", "capacity.md": "analysis/capacity.py's compact()",
                 "emulation.md": "benchmarks/calibration.py's tables()"}
+SPLIT_BY_THE_TOOL = {"capacity.md"}
 
 
 def until_the_tool_splits(page_name, html=False):
     name = page_name.replace(".html", ".md").replace("index.md", "README.md") if html else page_name
+    if name in SPLIT_BY_THE_TOOL:
+        return page_name
     return pytest.param(page_name, marks=pytest.mark.xfail(strict=True, reason=f"{GENERATED_BY[name]} "
                                                             "still writes it wider or longer than the page"))
 
