@@ -214,16 +214,17 @@ def table(found):
                      f"{_seconds(r['seconds'][0], r['paper'][0])} / {_seconds(r['seconds'][1], r['paper'][1])} | "
                      f"{_au(r['au'][0])} / {_au(r['au'][1])} | {_feeds(r['feeds'][0])} / {_feeds(r['feeds'][1])} | "
                      f"{_hosts_cell(r, letters)} |")
-    lines += ["", "Hosts: " + "; ".join(f"{letter} = {words}" for letter, words in named.values()) + ". "
+    lines += ["", "Hosts: " + "; ".join(f"{letter} = {words}" for letter, words in named.values()) + ".", "",
               "Every accelerator emulated, on VMs of this project's CI kind (24 GiB, no GPU); each column from its "
               "own folder, recorded on its own day, and machines of this kind differ up to 2x in per-core speed "
               "(docs/capacity.md), so a row's columns may disagree: where AU >= 90% stands beside no H100 fed, or "
               "below it beside some fed, the hosts cell gives the one-solver AU on each host (AU column's / feeds "
-              "column's) and what else differs between those runs. "
+              "column's) and what else differs between those runs.", "",
               f"n = {'/'.join(map(str, n_sec))} runs per time, "
               f"{'/'.join(map(str, n_au))} per AU (`{PAPER2016}`, `{H100}`); feeds: the largest N at which every "
               f"solver finished and the median group AU >= 0.90, with N + 1 run and failed, \">=\" where N + 1 was not reached (`{CAPACITY}`; "
-              "ImageNet with 1 GiB of memory + 800 MiB per further solver). Stock solvers, except ImageNet: "
+              "ImageNet with 1 GiB of memory + 800 MiB per further solver).", "",
+              "Stock solvers, except ImageNet: "
               f"{iterations('imagenet') or 'stock'} iterations, a few passes over a 12,800-image stand-in in "
               f"{_imagenet_memory()}. The "
               "paper's own seconds in parentheses where its text states them (Titan X, 2016)."

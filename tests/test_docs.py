@@ -116,12 +116,14 @@ def test_every_docs_page_opens_with_a_summary_and_its_figure_or_table():
 # splits its wide tables and long notes (then its case passes, and strict xfail says to drop the mark)
 GENERATED_BY = {"README.md": "analysis/answer.py's table() and notes", "capacity.md": "analysis/capacity.py's compact()",
                 "emulation.md": "benchmarks/calibration.py's tables()"}
-SPLIT_BY_THE_TOOL = {"capacity.md"}
+# the tools that split theirs already: at most 6 columns and 12 lines a paragraph; in Chromium, nothing squeezed
+SPLIT_BY_THE_TOOL = {"capacity.md", "README.md"}
+FITS_IN_CHROMIUM = {"capacity.md"}
 
 
 def until_the_tool_splits(page_name, html=False):
     name = page_name.replace(".html", ".md").replace("index.md", "README.md") if html else page_name
-    if name in SPLIT_BY_THE_TOOL:
+    if name in (FITS_IN_CHROMIUM if html else SPLIT_BY_THE_TOOL):
         return page_name
     return pytest.param(page_name, marks=pytest.mark.xfail(strict=True, reason=f"{GENERATED_BY[name]} "
                                                             "still writes it wider or longer than the page"))
@@ -130,7 +132,9 @@ def until_the_tool_splits(page_name, html=False):
 @pytest.mark.parametrize("name", [until_the_tool_splits(name) for name in GENERATED_BY])
 def test_the_generated_blocks_fit_the_page_too(name):
     page = next(p for p in PAGES if p.name == name)
-    found = [fault for block in GENERATED.findall(page.read_text()) for fault in too_long_or_too_wide(name, block)]
+    # each block without its opening marker, which is no paragraph of its own or part of the one after it
+    found = [fault for block in GENERATED.findall(page.read_text())
+             for fault in too_long_or_too_wide(name, block.split("\n", 1)[1])]
     assert found == [], "\n".join(found)
 
 
