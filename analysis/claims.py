@@ -826,6 +826,14 @@ def lmdb_shared_data_path():
 
 
 @claim
+def lmdb_shared_data_limits():
+    """The data and limits of the data-path table's rows, under it (analysis/lmdb_shared.py's caption)."""
+    from analysis import lmdb_shared
+    return (lmdb_shared.benchmark_caption(ROOT / LMDB_SHARED / name
+                                          for name in ("unlimited.json", "imagenet-mem2500M-ra128.json")),)
+
+
+@claim
 def lmdb_shared_training():
     """The three read paths in training, group AU per N and cache (analysis/lmdb_shared.py's rows)."""
     from analysis import lmdb_shared

@@ -246,9 +246,6 @@ def test_the_site_loads_in_a_browser_with_every_image_and_no_console_error(site,
 
 
 SITE_PAGES = ["index.html", *(f"{p.stem}.html" for p in PAGES[1:])]
-# pages whose hand-kept tables hold rows a tool writes (a claim recomputes them row for row)
-ROWS_BY_TOOLS = {"lmdb.html": "the shared-reader table's rows are analysis/lmdb_shared.py's benchmark_rows, "
-                              "its first column too long to leave the numbers room"}
 
 
 def misfits(tables):
@@ -263,8 +260,7 @@ def misfits(tables):
     return out
 
 
-@pytest.mark.parametrize("page", [pytest.param(p, marks=pytest.mark.xfail(strict=True, reason=ROWS_BY_TOOLS[p]))
-                                  if p in ROWS_BY_TOOLS else p for p in SITE_PAGES])
+@pytest.mark.parametrize("page", SITE_PAGES)
 def test_every_table_fits_the_content_column(site, page):
     result, _ = open_in_chromium(site, page)
     assert misfits([t for t in result["tables"] if not t["generated"]]) == []
