@@ -497,12 +497,14 @@ def same_host_table(rows):
              "`, `".join(sorted({r['folder'] for r in rows})) + "`; host CPU probe: images/s per core, the median of "
              "the folder's records). The host's cores, disk and page cache are shared, so what differs is the "
              "emulation; a compute-bound row also holds the H100's fitted compute against this GPU. Solver seconds, "
-             "iterations cut to fit a loan; goal within 15%.", ""] + split_table(rows, ("cell", lambda r: r["cell"]), [
-        [("GPU (host probe)", lambda r: f"{r['gpu']} ({probe_words(r['probe'])})"),
-         ("real s (n, spread)", lambda r: f"{r['reference']} ({r['reference_n']}, {r['reference_spread']:.1%})"),
+             "iterations cut to fit a loan; goal within 15%.", ""]
+    lines += split_table(rows, ("cell", lambda r: r["cell"]), [
+        [("real s (n, spread)", lambda r: f"{r['reference']} ({r['reference_n']}, {r['reference_spread']:.1%})"),
          ("emulated s (n, spread)", lambda r: f"{r['ours']} ({r['ours_n']}, {r['ours_spread']:.1%})"),
-         ("emulated / real", lambda r: f"{r['ratio']}"), ("difference vs spread", spread_words)],
-        [("bound", lambda r: r["bound"] or "-"), ("use", lambda r: r["use"]), ("verdict", lambda r: verdict(r, 1.15))]])
+         ("emulated / real", lambda r: f"{r['ratio']}")],
+        [("GPU (host probe)", lambda r: f"{r['gpu']} ({probe_words(r['probe'])})"),
+         ("difference vs spread", spread_words), ("bound", lambda r: r["bound"] or "-")],
+        [("use", lambda r: r["use"]), ("verdict", lambda r: verdict(r, 1.15))]])
     return lines + ["", summary(rows, 1.15)]
 
 
@@ -513,11 +515,12 @@ def cross_host_table(rows, here_folder):
              "work its images are like (`monitor/cpu_probe.py`: the per-file work for MNIST and CIFAR-10, the pixel "
              "work for ImageNet), and judged only where both hosts have that probe. Beside it: the same scaling by "
              "the pixel work, and the measured factor, the data path's own CPU per image (prefetch thread and "
-             "decode pool, µs) on each host. Probes: images/s per core, here / there. Goal within 15%.", ""] + split_table(rows, ("cell", lambda r: r["cell"]), [
-        [("real GPU there", lambda r: r["gpu"]),
-         ("real s (n, spread)", lambda r: f"{r['reference']} ({r['reference_n']}, {r['reference_spread']:.1%})"),
+             "decode pool, µs) on each host. Probes: images/s per core, here / there. Goal within 15%.", ""]
+    lines += split_table(rows, ("cell", lambda r: r["cell"]), [
+        [("real s (n, spread)", lambda r: f"{r['reference']} ({r['reference_n']}, {r['reference_spread']:.1%})"),
          ("emulated here s (n, spread)", lambda r: f"{r['ours']} ({r['ours_n']}, {r['ours_spread']:.1%})"),
-         ("here / there", lambda r: f"{r['raw_ratio']}"), ("difference vs spread", spread_words)],
+         ("here / there", lambda r: f"{r['raw_ratio']}")],
+        [("real GPU there", lambda r: r["gpu"]), ("difference vs spread", spread_words)],
         [("pixel probes", lambda r: probes(r, cpu_probe.PIXELS)),
          ("scaled by them", lambda r: f"{r['scaled'].get(cpu_probe.PIXELS, '-')}"),
          ("per-file probes", lambda r: probes(r, cpu_probe.FILES)),
@@ -535,13 +538,14 @@ def tables(h100, paper, h100_folder, paper_folder, caveats=True, same_host=None,
              "per cell). Solver seconds (Caffe's first logged iteration to Optimization Done). Goal: predictions "
              f"within 15%. Bound: compute where our run's AU >= {COMPUTE_BOUND_AU} (the row tests the compute fit), "
              "else the data path (it tests the emulated data path); image-file cells bound by the data path are "
-             "judged only where both hosts' CPU probes are known.", ""] + split_table(h100, ("cell", lambda r: r["cell"]), [
+             "judged only where both hosts' CPU probes are known.", ""]
+    lines += split_table(h100, ("cell", lambda r: r["cell"]), [
         [("real H100 s (n)", lambda r: f"{r['reference']} ({r['reference_n']})"),
          ("emulated s (n, spread)", lambda r: f"{r['ours']} ({r['ours_n']}, {r['ours_spread']:.1%})"
           if r["ours"] is not None else "not run"),
-         ("emulated / real", lambda r: f"{r['ratio'] or '-'}"), ("difference vs spread", spread_words)],
-        [("bound", lambda r: r.get("bound") or "-"), ("use", lambda r: r["use"]),
-         ("verdict", lambda r: verdict(r, 1.15))] + known])
+         ("emulated / real", lambda r: f"{r['ratio'] or '-'}")],
+        [("difference vs spread", spread_words), ("bound", lambda r: r.get("bound") or "-")],
+        [("use", lambda r: r["use"]), ("verdict", lambda r: verdict(r, 1.15))] + known])
     lines += ["", summary(h100, 1.15), "", SPREAD_RULE]
     if same_host:
         lines += [""] + same_host_table(same_host)
@@ -552,12 +556,13 @@ def tables(h100, paper, h100_folder, paper_folder, caveats=True, same_host=None,
               "slower' is held as an effect: (ours - 1) / (paper - 1), goal "
               f"[{EFFECT_GOAL[0]}, {EFFECT_GOAL[1]}]; where the paper's effect is within our runs' noise (the larger "
               f"spread (max - min) / mean of the two cells, at least {NOISE_FLOOR:.0%}) it is held as no effect: "
-              "|ours - 1| within that noise. Stated seconds: within 1.5x.", ""] + split_table(paper, ("finding", lambda r: f"{r['finding']}: {r['text']}"), [
+              "|ours - 1| within that noise. Stated seconds: within 1.5x.", ""]
+    lines += split_table(paper, ("finding", lambda r: r["finding"]), [
+        [("the paper says", lambda r: r["text"])],
         [("paper", lambda r: f"{r['reference']}"), ("ours", lambda r: f"{r['ours'] or '-'}"),
-         ("n", lambda r: f"{r['n']}"), ("held as", judged)]]) + [""] + split_table(
-        paper, ("finding", lambda r: r["finding"]),
-        [[("bound", lambda r: r.get("bound") or "-"), ("use", lambda r: r["use"]), ("verdict", lambda r: verdict(r, 1.5))]
-         + known])
+         ("n", lambda r: f"{r['n']}"), ("held as", judged)],
+        [("bound", lambda r: r.get("bound") or "-"), ("use", lambda r: r["use"]),
+         ("verdict", lambda r: verdict(r, 1.5))] + known])
     lines += ["", summary(paper, 1.5)]
     return "\n".join(lines) + "\n"
 
