@@ -112,30 +112,18 @@ def test_every_docs_page_opens_with_a_summary_and_its_figure_or_table():
     assert found == [], "\n".join(found)
 
 
-# each tool that writes a block into a page, and the page: its block keeps the tool's layout until the tool
-# splits its wide tables and long notes (then its case passes, and strict xfail says to drop the mark)
+# each tool that writes a block into a page, and the page: the tool's tables and notes must fit it too
 GENERATED_BY = {"README.md": "analysis/answer.py's table() and notes", "capacity.md": "analysis/capacity.py's compact()",
                 "emulation.md": "analysis/fidelity.py's tables()"}
-# the tools that split theirs already: at most 6 columns and 12 lines a paragraph; in Chromium, nothing squeezed
-SPLIT_BY_THE_TOOL = {"capacity.md", "README.md", "emulation.md"}
-FITS_IN_CHROMIUM = {"capacity.md", "emulation.md"}
 
 
-def until_the_tool_splits(page_name, html=False):
-    name = page_name.replace(".html", ".md").replace("index.md", "README.md") if html else page_name
-    if name in (FITS_IN_CHROMIUM if html else SPLIT_BY_THE_TOOL):
-        return page_name
-    return pytest.param(page_name, marks=pytest.mark.xfail(strict=True, reason=f"{GENERATED_BY[name]} "
-                                                            "still writes it wider or longer than the page"))
-
-
-@pytest.mark.parametrize("name", [until_the_tool_splits(name) for name in GENERATED_BY])
+@pytest.mark.parametrize("name", GENERATED_BY)
 def test_the_generated_blocks_fit_the_page_too(name):
     page = next(p for p in PAGES if p.name == name)
     # each block without its opening marker, which is no paragraph of its own or part of the one after it
     found = [fault for block in GENERATED.findall(page.read_text())
              for fault in too_long_or_too_wide(name, block.split("\n", 1)[1])]
-    assert found == [], "\n".join(found)
+    assert found == [], f"{GENERATED_BY[name]} writes:\n" + "\n".join(found)
 
 
 def test_the_page_checks_see_a_long_paragraph_a_wide_table_and_a_page_without_its_finding():
@@ -266,8 +254,7 @@ def test_every_table_fits_the_content_column(site, page):
     assert misfits([t for t in result["tables"] if not t["generated"]]) == []
 
 
-@pytest.mark.parametrize("page", [until_the_tool_splits(p, html=True)
-                                  for p in ("index.html", "capacity.html", "emulation.html")])
+@pytest.mark.parametrize("page", ["index.html", "capacity.html", "emulation.html"])
 def test_the_generated_tables_fit_the_content_column_too(site, page):
     result, _ = open_in_chromium(site, page)
     assert misfits([t for t in result["tables"] if t["generated"]]) == []
