@@ -466,7 +466,8 @@ def peers_decode_threads_same_work():
 
 @claim
 def peers_transform_spread():
-    """The H100's AU from image files warm, decoding alone spread (0021) against the transform too (0022)."""
+    """The H100's AU from image files warm, decoding alone spread (patch 0015's first version) against
+    the transform spread too (patch 0015 as it is now)."""
     parts = []
     for d in LABELS:
         before = decode_threads_au(DECODE_THREADS_0021, d, "h100", "warm", 2)[0]
@@ -692,7 +693,7 @@ def results_paper2016_findings():
 
 
 def decode_threads_0021_rows(cache):
-    """The rows of benchmarks/decode_threads.py's table of the 0021 runs (MNIST and CIFAR-10)."""
+    """The rows of benchmarks/decode_threads.py's table of the runs with decoding alone spread (MNIST and CIFAR-10)."""
     from argparse import Namespace
     from benchmarks import decode_threads
     a = Namespace(backend="images", cache=cache, accelerator="h100", iters=2000, out=ROOT / DECODE_THREADS_0021)
@@ -724,7 +725,8 @@ def results_decode_threads_imagenet():
 
 @claim
 def results_decode_threads_says():
-    """What the 0021 runs say: the second thread's gain, cold's share of warm's AU, the prefetch thread."""
+    """What the runs with decoding alone spread say: the second thread's gain, cold's share of warm's AU,
+    the prefetch thread."""
     keys = [(d, c) for d in LABELS for c in ("warm", "cold")
             if any((r.dataset, r.cache_state) == (d, c) for r in runs(DECODE_THREADS_0021))]
     au = {(d, c, t): decode_threads_au(DECODE_THREADS_0021, d, "h100", c, t)[0] for d, c in keys for t in (1, 2)}
@@ -794,7 +796,8 @@ def results_earlier_steps():
 
 @claim
 def results_decode_threads_host():
-    """The decode-threads runs (patch 0021 alone): their host's CPU probe and the cold runs' residency."""
+    """The decode-threads runs with decoding alone spread (patch 0021 of the earlier series): their host's
+    CPU probe and the cold runs' residency."""
     from monitor import cpu_probe
     mine = runs(DECODE_THREADS_0021)
     cold = [r.cache_resident_fraction for r in mine if r.cache == "cold"]

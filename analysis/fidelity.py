@@ -122,7 +122,7 @@ def decode_note(dataset, cache, ours_folder):
     notes = [decoder_note(dataset)]
     if here and before:
         notes.append(f"host CPU: the prefetch thread spent {here[0]:.1f} µs per image here ({here[1]}), {before[0]:.1f} "
-                     f"on the {before[1]} CI machine of {PRE_CALIBRATION} (same Caffe but patch 0014): the emulation "
+                     f"on the {before[1]} CI machine of {PRE_CALIBRATION} (same Caffe but without the emulated host-device copies): the emulation "
                      "has no host-CPU term")
     return "; ".join(n for n in notes if n) or None
 
