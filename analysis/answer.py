@@ -130,10 +130,10 @@ def hosts():
 
 def _hosts_cell(r, letters):
     """'A / B / C': the host of each column of a row ('-' where the column is empty; one letter
-    where every column came from one host), and where the AU and feeds columns disagree, why."""
+    where every column came from one host)."""
     used = [letters[folder] if any(r[column]) else "-" for column, _, folder in columns()]
     named = set(used) - {"-"}
-    return (named.pop() if len(named) == 1 else " / ".join(used)) + _disagreement(r, letters)
+    return named.pop() if len(named) == 1 else " / ".join(used)
 
 
 def _disagreement(r, letters):
@@ -151,7 +151,7 @@ def _disagreement(r, letters):
         differ += [d for d in _differences(r["au_runs"][j], feeds.single) if d not in differ]
     if not said:
         return ""
-    return (f"; one solver on {letters[H100]} / {letters[CAPACITY]}: {', '.join(said)}"
+    return (f"one solver on {letters[H100]} / {letters[CAPACITY]}: {', '.join(said)}"
             + (f"; also differ: {', '.join(differ)}" if differ else ""))
 
 
@@ -205,24 +205,31 @@ def table(found):
     lines = ["| dataset | backend | 2016 machine, emulated: s warm / cold (paper) | emulated H100: AU warm / cold "
              "| H100s one host feeds at AU >= 90%: warm / cold | hosts: " +
              " / ".join(label for _, label, _ in columns()) + " |", "|---|---|---|---|---|---|"]
-    last = None
+    last, notes = None, []
     for r in found:
         name = datasets.get(r["dataset"]).label if r["dataset"] != last else ""
         last = r["dataset"]
+        why = _disagreement(r, letters)  # under the table, so that the hosts column stays narrow
+        if why:
+            notes.append(f"({len(notes) + 1}) {datasets.get(r['dataset']).label}, {backends.get(r['backend']).label}: "
+                         f"{why}")
         lines.append(f"| {name} | {backends.get(r['backend']).label} | "
                      f"{_seconds(r['seconds'][0], r['paper'][0])} / {_seconds(r['seconds'][1], r['paper'][1])} | "
                      f"{_au(r['au'][0])} / {_au(r['au'][1])} | {_feeds(r['feeds'][0])} / {_feeds(r['feeds'][1])} | "
-                     f"{_hosts_cell(r, letters)} |")
-    lines += ["", "Hosts: " + "; ".join(f"{letter} = {words}" for letter, words in named.values()) + ". "
+                     f"{_hosts_cell(r, letters)}{f' ({len(notes)})' if why else ''} |")
+    if notes:
+        lines += ["", "Where a row's AU and feeds columns disagree: " + "; ".join(notes) + "."]
+    lines += ["", "Hosts: " + "; ".join(f"{letter} = {words}" for letter, words in named.values()) + ".", "",
               "Every accelerator emulated, on VMs of this project's CI kind (24 GiB, no GPU); each column from its "
               "own folder, recorded on its own day, and machines of this kind differ up to 2x in per-core speed "
               "(docs/capacity.md), so a row's columns may disagree: where AU >= 90% stands beside no H100 fed, or "
-              "below it beside some fed, the hosts cell gives the one-solver AU on each host (AU column's / feeds "
-              "column's) and what else differs between those runs. "
+              "below it beside some fed, the row's numbered note gives the one-solver AU on each host (AU column's / "
+              "feeds column's) and what else differs between those runs.", "",
               f"n = {'/'.join(map(str, n_sec))} runs per time, "
               f"{'/'.join(map(str, n_au))} per AU (`{PAPER2016}`, `{H100}`); feeds: the largest N at which every "
               f"solver finished and the median group AU >= 0.90, with N + 1 run and failed, \">=\" where N + 1 was not reached (`{CAPACITY}`; "
-              "ImageNet with 1 GiB of memory + 800 MiB per further solver). Stock solvers, except ImageNet: "
+              "ImageNet with 1 GiB of memory + 800 MiB per further solver).", "",
+              "Stock solvers, except ImageNet: "
               f"{iterations('imagenet') or 'stock'} iterations, a few passes over a 12,800-image stand-in in "
               f"{_imagenet_memory()}. The "
               "paper's own seconds in parentheses where its text states them (Titan X, 2016)."

@@ -405,7 +405,7 @@ def peers_first_batches():
     words = lambda found: " and ".join(LABELS[d] for d in LABELS if d in found)  # noqa: E731
     count = {2: "two", 3: "three"}.get(len(clock), len(clock))
     return (f"the largest difference is {max(clock.values()):g} for every row of all {count} datasets",
-            f"(the second run below; the first compared {words(first)}, {max(first.values()):g} too)")
+            f"(the second run, above; the first compared {words(first)}, {max(first.values()):g} too)")
 
 
 @claim
@@ -464,12 +464,13 @@ def peers_decode_threads_same_work():
 
 @claim
 def peers_transform_spread():
-    """The H100's AU from image files warm, decoding alone spread (0021) against the transform too (0022)."""
+    """The H100's AU from image files warm, decoding alone spread (patch 0015's first version) against
+    the transform spread too (patch 0015 as it is now)."""
     parts = []
     for d in LABELS:
         before = decode_threads_au(DECODE_THREADS_0021, d, "h100", "warm", 2)[0]
         after = decode_threads_au(DECODE_THREADS, d, "h100", "warm", 2)[0]
-        parts.append(f"{before:.3f}" + (" (decoding alone spread, 0021, [results.md](results.md))" if d == "mnist"
+        parts.append(f"{before:.3f}" + (" (decoding alone spread, [results.md](results.md))" if d == "mnist"
                                         else "") + f" to {after:.3f}")
     return tuple(parts)
 
@@ -690,7 +691,7 @@ def results_paper2016_findings():
 
 
 def decode_threads_0021_rows(cache):
-    """The rows of benchmarks/decode_threads.py's table of the 0021 runs (MNIST and CIFAR-10)."""
+    """The rows of benchmarks/decode_threads.py's table of the runs with decoding alone spread (MNIST and CIFAR-10)."""
     from argparse import Namespace
     from analysis import decode_threads
     a = Namespace(backend="images", cache=cache, accelerator="h100", iters=2000, out=ROOT / DECODE_THREADS_0021)
@@ -722,7 +723,8 @@ def results_decode_threads_imagenet():
 
 @claim
 def results_decode_threads_says():
-    """What the 0021 runs say: the second thread's gain, cold's share of warm's AU, the prefetch thread."""
+    """What the runs with decoding alone spread say: the second thread's gain, cold's share of warm's AU,
+    the prefetch thread."""
     keys = [(d, c) for d in LABELS for c in ("warm", "cold")
             if any((r.dataset, r.cache_state) == (d, c) for r in runs(DECODE_THREADS_0021))]
     au = {(d, c, t): decode_threads_au(DECODE_THREADS_0021, d, "h100", c, t)[0] for d, c in keys for t in (1, 2)}
@@ -792,7 +794,8 @@ def results_earlier_steps():
 
 @claim
 def results_decode_threads_host():
-    """The decode-threads runs (patch 0021 alone): their host's CPU probe and the cold runs' residency."""
+    """The decode-threads runs with decoding alone spread (patch 0021 of the earlier series): their host's
+    CPU probe and the cold runs' residency."""
     from monitor import cpu_probe
     mine = runs(DECODE_THREADS_0021)
     cold = [r.cache_resident_fraction for r in mine if r.cache == "cold"]
@@ -821,6 +824,14 @@ def lmdb_shared_data_path():
     from analysis import lmdb_shared
     return tuple(row for name in ("unlimited.json", "imagenet-mem2500M-ra128.json")
                  for row in lmdb_shared.benchmark_rows(ROOT / LMDB_SHARED / name))
+
+
+@claim
+def lmdb_shared_data_limits():
+    """The data and limits of the data-path table's rows, under it (analysis/lmdb_shared.py's caption)."""
+    from analysis import lmdb_shared
+    return (lmdb_shared.benchmark_caption(ROOT / LMDB_SHARED / name
+                                          for name in ("unlimited.json", "imagenet-mem2500M-ra128.json")),)
 
 
 @claim
@@ -1080,7 +1091,7 @@ def running_reclaimer():
             f"{reached.wall_seconds:.0f} s instead of {safe.wall_seconds:.0f}")
 
 
-# -- docs/capacity.md ---------------------------------------------------------------------------
+# -- docs/capacity.md and docs/capacity-method.md -------------------------------------------------
 
 CAPACITY = "results/ci-2core-capacity"
 CAPACITY_HOST2 = "results/ci-2core-capacity-host2"

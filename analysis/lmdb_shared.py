@@ -44,9 +44,25 @@ def benchmark_rows(path):
                 failed = len(runs) - len(ok)
                 cols[2].append(f"{_median_of(ok, lambda c: rec / c['seconds']):,.0f}"
                                + (f" ({failed} of {len(runs)} runs OOM-killed)" if failed else ""))
-            rows.append(f"| {name} ({ds['data_bytes'] / 2**20:,.0f} MiB), {limit}, read_ahead_kb "
-                        f"{d.get('read_ahead_kb', '8192')} | {n} | " + " | ".join(", ".join(c) for c in cols) + " |")
+            rows.append(f"| {_data_label(d, name)} | {n} | " + " | ".join(", ".join(c) for c in cols) + " |")
     return rows
+
+
+def _data_label(d, name):
+    """A row's data, short: the data set, and the memory limit where one was set (the rest in the caption)."""
+    limits = Limits.from_record(d["limits"])
+    return f"{name} in {limits.label()}" if limits.mem_bytes else name
+
+
+def benchmark_caption(paths):
+    """What the rows of benchmark_rows leave out: each file's data sets with their size, its limits and
+    the disk's read_ahead_kb."""
+    parts = []
+    for path in paths:
+        d = json.loads(Path(path).read_text())
+        data = " and ".join(f"{name} ({ds['data_bytes'] / 2**20:,.0f} MiB)" for name, ds in d["datasets"].items())
+        parts.append(f"{data}, {Limits.from_record(d['limits']).label()}, read_ahead_kb {d.get('read_ahead_kb', '8192')}")
+    return "Data and limits: " + "; ".join(parts) + "."
 
 
 def training_rows(folder):
@@ -74,7 +90,8 @@ def main(argv=None):
     p.add_argument("--training", type=Path, help="a results folder of run.py --concurrent runs")
     a = p.parse_args(argv)
     if a.benchmarks:
-        print("| data, limit | N | device bytes / data: mmap, coalesced, shared | CPU-ms per 1,000 records: "
+        print(benchmark_caption(a.benchmarks) + "\n")
+        print("| data | N | device bytes / data: mmap, coalesced, shared | CPU-ms per 1,000 records: "
               "mmap, coalesced, shared | records/s, all solvers: mmap, coalesced, shared |\n|---|---|---|---|---|")
         for path in a.benchmarks:
             print("\n".join(benchmark_rows(path)))

@@ -1,4 +1,4 @@
-"""docs/redis.md's claim for the Redis DB (caffe/patches/0011): CLUSTERDOWN replies are asked
+"""docs/redis-method.md's claim for the Redis DB (caffe/patches/0011): CLUSTERDOWN replies are asked
 again 50 ms later, for as long as a failover may take, and training goes on. A cluster of its
 own (a block of ports of its own; 3 masters, Redis's default cluster-require-full-coverage, a
 2 s node timeout): while a run trains from it, one master (a process this test started) is

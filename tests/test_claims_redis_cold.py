@@ -1,4 +1,4 @@
-"""docs/redis.md: a cold run of the redis backend on the project's cluster stops the servers,
+"""docs/redis-method.md: a cold run of the redis backend on the project's cluster stops the servers,
 drops the page cache (the RDB files' pages with it) and restarts the servers from their RDB
 files, the load timed (RedisClusterLocation.set_cache). On the suite's own cluster, with the
 mnist_small data set in it."""

@@ -1,4 +1,4 @@
-"""docs/redis.md: with replicas, a prepare's writes are on every replica before it goes on
+"""docs/redis-method.md: with replicas, a prepare's writes are on every replica before it goes on
 (redis_store._Writer._wait_replicated, Redis's WAIT): after prepare each replica holds exactly
 its master's keys, and a replica that cannot catch up makes the write fail, naming it, with no
 completion marker written. A cluster of its own: 3 masters with a replica each (ports of its own)."""

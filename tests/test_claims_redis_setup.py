@@ -1,4 +1,4 @@
-"""docs/redis.md: a run on a cluster the user runs is another setup than the same cell on
+"""docs/redis-method.md: a run on a cluster the user runs is another setup than the same cell on
 another cluster: run.py asked for a cell recorded on cluster A runs it again on cluster B (other
 seeds), and skips it as recorded on A and, once run there, on B. Two user-style clusters of real
 redis-server processes, each with the same ACL user (ports of their own)."""

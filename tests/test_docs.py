@@ -112,23 +112,18 @@ def test_every_docs_page_opens_with_a_summary_and_its_figure_or_table():
     assert found == [], "\n".join(found)
 
 
-# each tool that writes a block into a page, and the page: its block keeps the tool's layout until the tool
-# splits its wide tables and long notes (then its case passes, and strict xfail says to drop the mark)
+# each tool that writes a block into a page, and the page: the tool's tables and notes must fit it too
 GENERATED_BY = {"README.md": "analysis/answer.py's table() and notes", "capacity.md": "analysis/capacity.py's compact()",
-                "emulation.md": "benchmarks/calibration.py's tables()"}
+                "emulation.md": "analysis/fidelity.py's tables()"}
 
 
-def until_the_tool_splits(page_name, html=False):
-    name = page_name.replace(".html", ".md").replace("index.md", "README.md") if html else page_name
-    return pytest.param(page_name, marks=pytest.mark.xfail(strict=True, reason=f"{GENERATED_BY[name]} "
-                                                            "still writes it wider or longer than the page"))
-
-
-@pytest.mark.parametrize("name", [until_the_tool_splits(name) for name in GENERATED_BY])
+@pytest.mark.parametrize("name", GENERATED_BY)
 def test_the_generated_blocks_fit_the_page_too(name):
     page = next(p for p in PAGES if p.name == name)
-    found = [fault for block in GENERATED.findall(page.read_text()) for fault in too_long_or_too_wide(name, block)]
-    assert found == [], "\n".join(found)
+    # each block without its opening marker, which is no paragraph of its own or part of the one after it
+    found = [fault for block in GENERATED.findall(page.read_text())
+             for fault in too_long_or_too_wide(name, block.split("\n", 1)[1])]
+    assert found == [], f"{GENERATED_BY[name]} writes:\n" + "\n".join(found)
 
 
 def test_the_page_checks_see_a_long_paragraph_a_wide_table_and_a_page_without_its_finding():
@@ -239,9 +234,6 @@ def test_the_site_loads_in_a_browser_with_every_image_and_no_console_error(site,
 
 
 SITE_PAGES = ["index.html", *(f"{p.stem}.html" for p in PAGES[1:])]
-# pages whose hand-kept tables hold rows a tool writes (a claim recomputes them row for row)
-ROWS_BY_TOOLS = {"lmdb.html": "the shared-reader table's rows are analysis/lmdb_shared.py's benchmark_rows, "
-                              "its first column too long to leave the numbers room"}
 
 
 def misfits(tables):
@@ -256,15 +248,13 @@ def misfits(tables):
     return out
 
 
-@pytest.mark.parametrize("page", [pytest.param(p, marks=pytest.mark.xfail(strict=True, reason=ROWS_BY_TOOLS[p]))
-                                  if p in ROWS_BY_TOOLS else p for p in SITE_PAGES])
+@pytest.mark.parametrize("page", SITE_PAGES)
 def test_every_table_fits_the_content_column(site, page):
     result, _ = open_in_chromium(site, page)
     assert misfits([t for t in result["tables"] if not t["generated"]]) == []
 
 
-@pytest.mark.parametrize("page", [until_the_tool_splits(p, html=True)
-                                  for p in ("index.html", "capacity.html", "emulation.html")])
+@pytest.mark.parametrize("page", ["index.html", "capacity.html", "emulation.html"])
 def test_the_generated_tables_fit_the_content_column_too(site, page):
     result, _ = open_in_chromium(site, page)
     assert misfits([t for t in result["tables"] if t["generated"]]) == []

@@ -1,4 +1,4 @@
-"""Least privilege on a Redis Cluster the user runs: the ACL rules docs/redis.md states
+"""Least privilege on a Redis Cluster the user runs: the ACL rules docs/redis-method.md states
 (data_prep.redis_external READER_RULES, WRITER_RULES) are enough, and hold no @dangerous or
 @admin command. A writer with only its rules prepares and cleans; a reader with only its rules
 trains from the data (Caffe's REDIS reader and the run's warming), the servers' INFO recorded as
