@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from data_prep import backends, datasets
+from data_prep import backends, datasets, locations, options
 from data_prep import manifest as manifest_file
 from data_prep.datasets import SourceError
 from data_prep.manifest import Manifest, Split
@@ -173,26 +173,33 @@ def context(dataset, final_dir, mean, overwrite=False, source_fingerprint=None):
                                  mean=mean, overwrite=overwrite, source_fingerprint=source_fingerprint)
 
 
-def write_artifact(source, backend, out, mean, jobs, progress=True, want_train_sum=False, overwrite=False):
+def write_artifact(source, backend, out, mean, jobs, progress=True, want_train_sum=False, overwrite=False, where=None):
     """Write one backend's artifact; returns its manifest and, if asked, the train split's
-    exact pixel sum (for the mean, made in the same pass)."""
+    exact pixel sum (for the mean, made in the same pass). where: its location's options
+    ({name: value}: a Redis Cluster's seeds), for the backend's writer."""
     final = out / backend.name
     partial = out / f".{backend.name}.partial"
     shutil.rmtree(partial, ignore_errors=True)
     partial.mkdir()
-    with backend.session(partial):  # a server up for the whole of it
+    where = where or {}
+    with backend.session(partial, **where):  # a server up for the whole of it
         return _write_into(partial, source, backend, context(source.dataset, final, mean, overwrite, source.fingerprint),
-                           jobs, progress, want_train_sum)
+                           jobs, progress, want_train_sum, where)
 
 
-def _write_into(partial, source, backend, ctx, jobs, progress, want_train_sum):
+def where_of(backend, location_options):
+    """The part of location_options ({name: value}) that `backend`'s location declares."""
+    return options.for_owner(locations.get(backend.location), location_options or {})
+
+
+def _write_into(partial, source, backend, ctx, jobs, progress, want_train_sum, where):
     out, final = partial.parent, ctx.final_dir
     started = time.time()
     train_sum = None
     try:
         for split in source.splits():
             want_sum = want_train_sum and split.phase == "train"
-            with backend.writer(split, partial, ctx) as w:
+            with backend.writer(split, partial, ctx, **where) as w:
                 total = convert(split, backend, ctx, jobs, w.add, want_sum,
                                 desc=f"{source.dataset} {backend.name} {split.phase}", progress=progress)
             if want_sum:
@@ -227,20 +234,22 @@ def load_manifest(out, backend_name):
     return manifest_file.load(Path(out) / backend_name)
 
 
-def prepare_missing(dataset, backend_names, out_root, count=None, log=print):
+def prepare_missing(dataset, backend_names, out_root, count=None, log=print, location_options=None):
     """Prepare only the backends with no complete artifact under OUT_ROOT/DATASET; one that is
     there is used as it is (not compared with its source). Returns those it prepared."""
     missing = [b for b in backend_names if load_manifest(Path(out_root) / dataset, b) is None]
     if missing:
-        prepare(dataset, missing, out_root, count=count, log=log)
+        prepare(dataset, missing, out_root, count=count, log=log, location_options=location_options)
     return missing
 
 
 def prepare(dataset, backend_names, out_root, source_path=None, limit=None, count=None, seed=0,
-            jobs=None, force=False, progress=True, log=print):
+            jobs=None, force=False, progress=True, log=print, location_options=None):
     """Write each named backend of a dataset (skipping those already made from the same
     source) and its mean.binaryproto. Raw backends go first: the first one's pass also sums
-    the train pixels for the mean, which the pretransformed ones need before they start."""
+    the train pixels for the mean, which the pretransformed ones need before they start.
+    location_options: where the artifacts are written ({name: value}, e.g. a Redis Cluster's
+    seeds), each backend taking those of its location."""
     out_root = Path(out_root)
     if not out_root.parent.exists():
         raise SourceError(f"{out_root}: its parent folder {out_root.parent} does not exist")
@@ -261,7 +270,7 @@ def prepare(dataset, backend_names, out_root, source_path=None, limit=None, coun
         todo = []
         for backend in chosen:
             old = load_manifest(out, backend.name)
-            why_not = backend.unsupported(ds)
+            why_not = backend.unsupported(ds, **where_of(backend, location_options))
             if why_not:
                 log(f"  {backend.name}: skipped for {dataset}: {why_not}")
             elif not force and old and old.source_fingerprint == source.fingerprint:
@@ -277,7 +286,8 @@ def prepare(dataset, backend_names, out_root, source_path=None, limit=None, coun
             if need_mean and backend.pretransformed:
                 mean, need_mean = _save_mean(compute_mean(source.train, jobs, progress), source, out, log), False
             results[backend.name], train_sum = write_artifact(source, backend, out, mean, jobs, progress,
-                                                              want_train_sum=need_mean, overwrite=force)
+                                                              want_train_sum=need_mean, overwrite=force,
+                                                              where=where_of(backend, location_options))
             log(f"  {backend.name}: written in {results[backend.name].seconds} s")
             if need_mean:
                 mean = _save_mean(mean_from_sum(train_sum, source.train.count), source, out, log)
@@ -315,13 +325,15 @@ def _save_mean(mean, source, out, log):
 
 # --- verify ------------------------------------------------------------------------
 
-def clean(dataset, backend_names, out_root, log=print):
+def clean(dataset, backend_names, out_root, log=print, location_options=None):
     """Removes the dataset's artifacts in these backends (a cluster's records too, under the
-    dataset's prefixes alone); its mean and the other backends' stay."""
+    dataset's prefixes alone); its mean and the other backends' stay. location_options: where
+    they are (a Redis Cluster's seeds), for an artifact that does not say."""
     out = Path(out_root) / dataset
     with dataset_lock(out):
         for name in backend_names:
-            backends.get(name).remove(out / name)
+            backend = backends.get(name)
+            backend.remove(out / name, **where_of(backend, location_options))
             log(f"  {name}: removed ({out / name})")
 
 

@@ -30,7 +30,7 @@ def parse_ms(text):
 class Option:
     name: str                # the layer parameter's field (a reader's) or the location's keyword
     help: str
-    kind: str = "int"        # int | flag | choice | ms (a time such as 10ms, in milliseconds)
+    kind: str = "int"        # int | flag | choice | ms (a time such as 10ms, in milliseconds) | text
     choices: tuple = ()      # kind choice: the values, the first being what happens without the option
     minimum: float = None    # kinds int and ms: the smallest value allowed
     flag_name: str = None    # the command-line flag when it is not --NAME-WITH-DASHES
@@ -38,6 +38,9 @@ class Option:
     patch: str = None        # the Caffe patch(es) adding the DataParameter field (and its values), for the error without it
     recorded_as: str = None  # a location's option: the key of location.describe() that says it
     message: str = "DataParameter"  # the layer parameter holding the field (ImageData's: ImageDataParameter)
+    metavar: str = None      # what the help shows for the value, when not the kind's
+    parse: object = None     # kind text: a function giving the value of the text (raises OptionError)
+    written: bool = False    # a location's option that also says where prepare.py writes the artifact
 
     @property
     def flag(self):
@@ -53,7 +56,7 @@ class Option:
                                choices=self.choices or None)
 
     def _metavar(self):
-        return {"int": "N", "ms": "TIME", "choice": None}.get(self.kind)
+        return self.metavar or {"int": "N", "ms": "TIME", "choice": None, "text": "TEXT"}.get(self.kind)
 
     def value(self, given):
         """The typed value of what the user gave (text, or True for a flag); OptionError names the flag."""
@@ -63,6 +66,8 @@ class Option:
             if given not in self.choices:
                 raise OptionError(f"{self.flag} {given!r}: choose from {', '.join(self.choices)}")
             return given
+        if self.kind == "text":
+            return self.parse(given) if self.parse else str(given)
         value = parse_ms(given) if self.kind == "ms" else self._int(given)
         if self.minimum is not None and value < self.minimum:
             raise OptionError(f"{self.flag} must be at least {self.minimum:g}")

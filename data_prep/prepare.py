@@ -18,7 +18,8 @@ from pathlib import Path
 import redis
 
 
-from data_prep import backends, build, datasets, redis_external  # noqa: E402
+from data_prep import backends, build, datasets, locations, options, redis_external  # noqa: E402
+from data_prep.backends import redis_store  # noqa: E402
 from data_prep.datasets import SourceError  # noqa: E402
 
 DEFAULT_OUT = Path(__file__).resolve().parents[1] / "data"
@@ -46,10 +47,10 @@ def main(argv=None):
                    "cluster you run, remove the data set's keys there even when the manifest here does not describe "
                    "them")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
-    p.add_argument("--cluster", metavar="HOST:PORT[,...]", help=redis_external.CLUSTER_FLAG_HELP)
+    add_where_flags(p)
     a = p.parse_args(argv)
-    redis_external.use_seeds(a.cluster)
     try:
+        where = options.chosen(a, where_owners())
         if a.dataset == "verify":
             dataset, names = a.backends[0], backend_list(a.backends[1] if len(a.backends) > 1 else "all")
             failures = build.verify(dataset, names, a.out, a.source, a.seed, progress=not a.quiet)
@@ -60,34 +61,51 @@ def main(argv=None):
         if a.dataset == "clean":
             if len(a.backends) != 2:
                 p.error("clean DATASET BACKENDS: which dataset, which backends (comma-separated, or all)")
-            clean(datasets.get(a.backends[0]).name, backend_list(a.backends[1]), a.out, a.force)
+            clean(datasets.get(a.backends[0]).name, backend_list(a.backends[1]), a.out, a.force, where)
             return 0
         if len(a.backends) != 1:
             p.error("give the backends as one comma-separated list")
         results = build.prepare(a.dataset, backend_list(a.backends[0]), a.out, a.source, a.limit,
-                                a.count, a.seed, a.jobs, a.force, progress=not a.quiet)
+                                a.count, a.seed, a.jobs, a.force, progress=not a.quiet, location_options=where)
         print_footprints(results)
     except SourceError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     except (redis.RedisError, redis.exceptions.RedisClusterException) as e:  # refused (an ACL), a node gone
-        external = redis_external.cluster()
+        external = redis_external.cluster(where.get("seeds"))
         where = f" {external.name}, user {external.user()}" if external else ""
         print(f"error: Redis{where}: {str(e).splitlines()[0]}", file=sys.stderr)
         return 2
     return 0
 
 
-def clean(dataset, names, out_root, force):
+def add_where_flags(parser):
+    """The locations' options that say where an artifact is written (a Redis Cluster's seeds:
+    --cluster), declared by their locations as run.py's are."""
+    for option, owners in where_options().values():
+        option.add_to(parser, owners)
+
+
+def where_options():
+    return {name: declared for name, declared in options.declared(where_owners()).items() if declared[0].written}
+
+
+def where_owners():
+    return list(locations.REGISTRY.values())
+
+
+def clean(dataset, names, out_root, force, where=None):
     """build.clean, in a data set folder that exists; --force: the redis backend's keys on a
-    cluster the user runs even where no manifest here says they are this checkout's."""
+    cluster the user runs (--cluster, or the one the artifact was written to) even where no
+    manifest here says they are this checkout's."""
     out = Path(out_root) / dataset
     if not out.is_dir():
         raise SourceError(f"clean {dataset}: no folder {out} (--out {out_root}): nothing here says what to remove")
-    if force and "redis" in names and redis_external.seeds_asked():
+    seeds = (where or {}).get("seeds")
+    if force and "redis" in names and redis_store.cluster_of(out / "redis", seeds).external:
         with build.dataset_lock(out):
-            backends.get("redis").remove(out / "redis", force=True)
-    build.clean(dataset, names, out_root)
+            backends.get("redis").remove(out / "redis", force=True, seeds=seeds)
+    build.clean(dataset, names, out_root, location_options=where)
 
 
 def print_footprints(results):

@@ -1,6 +1,9 @@
 """A Redis Cluster (or Valkey) that the user runs, read and written where the project's own
-cluster (data_prep.redis_cluster) would be: set IMGSTORE_REDIS_CLUSTER to its seeds
-(HOST:PORT[,HOST:PORT...]), and prepare.py / run.py use it for the redis backend.
+cluster (data_prep.redis_cluster) would be: its seeds (HOST:PORT[,HOST:PORT...]) are the Redis
+location's option, --cluster on prepare.py and run.py (data_prep.backends.redis_store); the
+artifact keeps the seeds it was written to, so that reading it needs no flag. For scripts that
+call the library without seeds (and the benchmarks, which take no --cluster), IMGSTORE_REDIS_CLUSTER
+still names one: seeds_asked() is the one place that reads it.
 
 Credentials come from the environment only, never from argv, a prototxt, a record or a log:
 IMGSTORE_REDIS_USER (an ACL user; unset: the default user) and IMGSTORE_REDIS_PASSWORD, or
@@ -30,10 +33,10 @@ USER_ENV = "IMGSTORE_REDIS_USER"
 PASSWORD_ENV = "IMGSTORE_REDIS_PASSWORD"
 PASSWORD_FILE_ENV = "IMGSTORE_REDIS_PASSWORD_FILE"
 KEY_PREFIX = "imgstore:"
-# --cluster, the flag of prepare.py and run.py (experiments/config.py) that names the seeds
-CLUSTER_FLAG_HELP = (f"the redis backend in a Redis or Valkey Cluster you run, reached at these seeds (sets "
-                     f"{SEEDS_ENV}); credentials from {USER_ENV} and {PASSWORD_ENV} or {PASSWORD_FILE_ENV} "
-                     "(chmod 600), never from the command line")
+CLUSTER_FLAG = "--cluster"  # the Redis location's option naming the seeds (data_prep.backends.redis_store)
+CLUSTER_FLAG_HELP = ("the redis backend in a Redis or Valkey Cluster you run, reached at these seeds; credentials "
+                     f"from {USER_ENV} and {PASSWORD_ENV} or {PASSWORD_FILE_ENV} (chmod 600), never from the "
+                     "command line")
 # ACL rules, set on every node (ACLs are per node), found by running each command as a user with
 # only these, then without each one (tests/test_redis_acl.py uses them alone): a reader's (run.py:
 # Caffe's REDIS reader and the warming; the read-only benchmarks) and a writer's (prepare.py,
@@ -55,32 +58,32 @@ def refuse_external(command, why, fix=f"unset {SEEDS_ENV}"):
         raise SystemExit(f"{command}: a cluster you run ({SEEDS_ENV}) {why}; {fix}")
 
 
-def use_seeds(text):
-    """--cluster's seeds, for this process and the programs it starts (Caffe's reader, the tools);
-    None or empty: as the environment says."""
-    if text:
-        os.environ[SEEDS_ENV] = text
-
-
 def seeds_asked():
-    """The seeds IMGSTORE_REDIS_CLUSTER names, or None where it is unset."""
+    """The seeds IMGSTORE_REDIS_CLUSTER names, or None where it is unset: the fallback of a script
+    that gives no seeds (the only reading of the variable)."""
     text = os.environ.get(SEEDS_ENV, "").strip()
-    return parse_seeds(text) if text else None
+    return parse_seeds(text, SEEDS_ENV) if text else None
 
 
-def parse_seeds(text):
+def parse_seeds(text, what=CLUSTER_FLAG):
+    """[(host, port)] of HOST:PORT[,HOST:PORT...]; what: where the text came from, for the error."""
     seeds = []
     for item in filter(None, (s.strip() for s in text.split(","))):
         host, _, port = item.rpartition(":")
         if not host or not port.isdigit() or not 0 < int(port) < 65536:
-            raise ExternalClusterError(f"{SEEDS_ENV}: {item!r} is not HOST:PORT")
+            raise ExternalClusterError(f"{what}: {item!r} is not HOST:PORT")
         seeds.append((host, int(port)))
     if not seeds:
-        raise ExternalClusterError(f"{SEEDS_ENV} names no seed (HOST:PORT[,HOST:PORT...])")
+        raise ExternalClusterError(f"{what} names no seed (HOST:PORT[,HOST:PORT...])")
     return seeds
 
 
-def password():
+def seed_text(text):
+    """--cluster's value: the seeds as HOST:PORT,HOST:PORT (spaces dropped), checked."""
+    return ",".join(f"{h}:{p}" for h, p in parse_seeds(text))
+
+
+def password(cluster_name="the cluster you run"):
     """The password from IMGSTORE_REDIS_PASSWORD_FILE (owner-only) or IMGSTORE_REDIS_PASSWORD; the
     file's is put in the environment, where Caffe's reader looks for it."""
     path = os.environ.get(PASSWORD_FILE_ENV)
@@ -94,7 +97,7 @@ def password():
                                        "by it alone (chmod 600)")
         os.environ[PASSWORD_ENV] = Path(path).read_text().strip()
     if not os.environ.get(PASSWORD_ENV):
-        raise ExternalClusterError(f"the cluster at {os.environ.get(SEEDS_ENV)} needs a password: set {PASSWORD_ENV} "
+        raise ExternalClusterError(f"{cluster_name} needs a password: set {PASSWORD_ENV} "
                                    f"or {PASSWORD_FILE_ENV} (and {USER_ENV} for an ACL user)")
     return os.environ[PASSWORD_ENV]
 
@@ -124,7 +127,7 @@ class ExternalCluster:
         user = os.environ.get(USER_ENV) or None
         try:
             return RedisCluster(startup_nodes=[ClusterNode(h, p) for h, p in self.seeds], username=user,
-                                password=password(), socket_timeout=timeout, socket_connect_timeout=5)
+                                password=password(self.name), socket_timeout=timeout, socket_connect_timeout=5)
         except (redis.RedisError, redis.exceptions.RedisClusterException) as e:  # the latter: no seed answered
             who = f"user {user}" if user else "the default user"
             raise ExternalClusterError(f"{self.name}, logging in as {who}: {e}") from e
@@ -218,7 +221,8 @@ class ExternalCluster:
         return os.environ.get(USER_ENV) or "default"
 
 
-def cluster():
-    """The cluster IMGSTORE_REDIS_CLUSTER names, or None."""
-    seeds = seeds_asked()
-    return ExternalCluster(seeds) if seeds else None
+def cluster(seeds=None):
+    """The cluster at `seeds` (HOST:PORT[,...]); none given, the one IMGSTORE_REDIS_CLUSTER names;
+    None where neither names one."""
+    found = parse_seeds(seeds) if seeds else seeds_asked()
+    return ExternalCluster(found) if found else None

@@ -13,7 +13,7 @@ from dataclasses import MISSING, asdict, dataclass, field, fields, replace
 from types import SimpleNamespace
 
 import toolchain
-from data_prep import backends, datasets, locations, options, redis_external
+from data_prep import backends, datasets, locations, options
 from experiments import machines
 from experiments.accelerators import profiles
 
@@ -97,8 +97,6 @@ class RunConfig:
                       help="read IOPS limit on the data's disk")
     rbps: int = flag(None, flag="--rbps", type=int, rare=True, record="limits",
                      help="read bytes/s limit on the data's disk")
-    cluster: str = flag(None, flag="--cluster", metavar="HOST:PORT[,...]", rare=True, record="location",
-                        help=redis_external.CLUSTER_FLAG_HELP)
     profile: str = flag(None, flag="--profile", choices=lambda: list(machines.PROFILES), help=_profile_help,
                         record="limits")
     concurrent: int = flag(1, flag="--concurrent", type=int, metavar="N", record="concurrent",

@@ -89,10 +89,10 @@ class LabCluster:
             raise LabError(f"the lab cluster at {self.seeds} did not form: {p.stderr.strip()[-500:]} (logs: {logs})")
 
     def env(self, base=None):
-        """An environment for prepare.py / run.py: the seeds, the ACL user, its password file."""
+        """An environment for prepare.py / run.py: the ACL user and its password file (the seeds
+        go on their command lines: --cluster)."""
         env = {k: v for k, v in (base or os.environ).items() if not k.startswith("IMGSTORE_REDIS")}
-        env.update({redis_external.SEEDS_ENV: self.seeds, redis_external.USER_ENV: self.user,
-                    redis_external.PASSWORD_FILE_ENV: str(self.password_file)})
+        env.update({redis_external.USER_ENV: self.user, redis_external.PASSWORD_FILE_ENV: str(self.password_file)})
         return env
 
 

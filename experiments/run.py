@@ -31,7 +31,7 @@ from pathlib import Path
 
 
 import toolchain  # noqa: E402
-from data_prep import backends, datasets, locations, options, redis_external  # noqa: E402
+from data_prep import backends, datasets, locations, options  # noqa: E402
 from data_prep.cache import CacheError  # noqa: E402
 from experiments import caffe_log, machines, runner, training  # noqa: E402
 from experiments import config as config_module  # noqa: E402
@@ -70,11 +70,13 @@ def parse(argv, base=None):
     return config_module.from_args(p.parse_args([base.dataset, base.backend, base.cache, *argv]))
 
 
-def plan(dataset, backend_text, cache, repeats):
+def plan(dataset, backend_text, cache, repeats, location_options=None):
     """[(backend, cache, repeat)] interleaved: repeat by repeat, the backends rotated by one
-    each repeat, warm and cold alternating in which comes first."""
+    each repeat, warm and cold alternating in which comes first. location_options: where the
+    data is (a cluster the user runs needs no redis-server here)."""
     ds = datasets.get(dataset)
-    names = [n for n in backends.names(backend_text) if not backends.get(n).unsupported(ds)]
+    names = [n for n in backends.names(backend_text)
+             if not backends.get(n).unsupported(ds, **_location_part(n, location_options or {}))]
     caches = ["warm", "cold"] if cache == "all" else [cache]
     cells = []
     for r in range(repeats):
@@ -97,7 +99,7 @@ def compute_choice(a):
 
 def _same_setup(r, limits, accelerator, reading, config):
     """Whether record r ran the setup `config` asks: reading = (its read options, its location
-    options); a record of a cluster the user runs is only the same setup on that cluster. The
+    options, a cluster the user runs among them: its seeds). The
     flags other record fields say are compared there, every other one in r.config."""
     c = r.compute or {}
     read_options, location_options = reading
@@ -106,7 +108,7 @@ def _same_setup(r, limits, accelerator, reading, config):
     reached = locations.get(backends.REGISTRY[r.backend].location).options_of(r.location)
     return (r.iterations_setting == config.iters and Limits.from_record(r.limits).as_dict() == limits.as_dict()
             and (c.get("accelerator") if c.get("mode") == "emulated" else None) == accelerator
-            and reached == location_options and (r.location or {}).get("seeds") == _cluster_seeds(r.backend)
+            and reached == location_options
             and (r.read_options or {}) == read_options
             and (r.concurrent or {}).get("solvers", 1) == config.concurrent
             and (r.concurrent or {}).get("client_hosts", 0) == len(config.client_hosts)
@@ -120,8 +122,11 @@ def read_choice(config):
 
 def _read_for(backend, reading):
     """The options that apply to this backend: its reader's, and those of its location."""
-    b = backends.get(backend)
-    return options.for_owner(b, reading[0]), options.for_owner(locations.get(b.location), reading[1])
+    return options.for_owner(backends.get(backend), reading[0]), _location_part(backend, reading[1])
+
+
+def _location_part(backend, location_options):
+    return options.for_owner(locations.get(backends.get(backend).location), location_options)
 
 
 def _check_read_flags(cells, reading):
@@ -147,14 +152,6 @@ def recorded_runs(config, ok_only=True):
     return [r for r in recorded(config.out, config.dataset)
             if not r.superseded and (r.ok or not ok_only)
             and _same_setup(r, limits, accelerator, _read_for(r.backend, reading), config)]
-
-
-def _cluster_seeds(backend):
-    """The seeds of the cluster the user runs (--cluster) for a backend kept in a Redis Cluster;
-    None for the project's own cluster and for every other backend."""
-    external = redis_external.cluster()
-    b = backends.REGISTRY.get(backend)
-    return external.seed_text() if external and b and b.location == "redis-cluster" else None
 
 
 def default_sizing(config):
@@ -194,7 +191,6 @@ def run(config):
     # a shell starts background jobs with SIGINT ignored, and Python then leaves it ignored;
     # Caffe never does, so a `kill -INT` would stop the training and not this process
     signal.signal(signal.SIGINT, signal.default_int_handler)
-    redis_external.use_seeds(config.cluster)
     config, sized = default_sizing(config)
     if sized:
         print(f"{datasets.get(config.dataset).label}: sized for the paper's condition by default ({' '.join(sized)}): "
@@ -208,10 +204,10 @@ def run(config):
             raise datasets.SourceError("--concurrent must be at least 1")
         reading = read_choice(config)
         done = {(r.backend, r.cache, r.repeat) for r in recorded_runs(config)}
-        cells = plan(config.dataset, config.backend, config.cache, config.repeats)
+        cells = plan(config.dataset, config.backend, config.cache, config.repeats, reading[1])
         _check_read_flags(cells, reading)
         build.prepare_missing(config.dataset, sorted({b for b, _, _ in cells}), config.data, count=config.count,
-                              log=lambda m: print(m, file=sys.stderr))
+                              log=lambda m: print(m, file=sys.stderr), location_options=reading[1])
         if accelerator:
             print(f"Compute: emulated {accelerator} (models/accelerators.json) inside real Caffe; "
                   f"the data path is real.", file=sys.stderr)

@@ -173,8 +173,43 @@ def test_a_solver_placed_on_a_host_that_does_not_exist_is_named(tmp_path):
 
 
 def test_runs_on_a_cluster_the_user_runs_are_not_the_same_setup_as_on_the_projects(monkeypatch):
+    """--cluster is the Redis location's option: recorded in location.seeds, compared there, and
+    taken from the command line alone (the environment's seeds are a script's fallback)."""
+    from data_prep import locations
     from experiments import run as run_py
+    monkeypatch.setenv("IMGSTORE_REDIS_CLUSTER", "10.0.0.9:6379")
+    redis_location = locations.get("redis-cluster")
+    plain = run_py.read_choice(run_py.parse(["mnist", "redis", "warm"]))
+    asked = run_py.read_choice(run_py.parse(["mnist", "redis,lmdb", "warm",
+                                             "--cluster", "10.0.0.5:6379, 10.0.0.6:6379"]))
+    assert run_py._read_for("redis", plain)[1] == {}
+    assert run_py._read_for("redis", asked)[1] == {"seeds": "10.0.0.5:6379,10.0.0.6:6379"}
+    assert run_py._read_for("lmdb", asked)[1] == {}
+    on_theirs = {"external": True, "seeds": "10.0.0.5:6379,10.0.0.6:6379"}
+    assert redis_location.options_of(on_theirs) == run_py._read_for("redis", asked)[1]
+    assert redis_location.options_of({"nodes": 3, "rtt_ms_asked": None}) == run_py._read_for("redis", plain)[1]
+
+
+def test_an_artifact_is_read_from_the_cluster_it_was_written_to(tmp_path, monkeypatch):
+    """The artifact's folder keeps the seeds it was written to: reading it (a net's source) goes
+    there with no flag and no environment; a run naming another cluster, or none, is refused."""
+    from data_prep import backends, locations
+    from data_prep.backends import redis_store
     monkeypatch.delenv("IMGSTORE_REDIS_CLUSTER", raising=False)
-    assert run_py._cluster_seeds("redis") is None
-    monkeypatch.setenv("IMGSTORE_REDIS_CLUSTER", "10.0.0.5:6379, 10.0.0.6:6379")
-    assert run_py._cluster_seeds("redis") == "10.0.0.5:6379,10.0.0.6:6379" and run_py._cluster_seeds("lmdb") is None
+    dest = tmp_path / "mnist" / "redis"
+    dest.mkdir(parents=True)
+    assert backends.get("redis").source(dest, "train").startswith("redis://127.0.0.1:")
+    (dest / redis_store.SEEDS_FILE).write_text("10.0.0.5:6379\n")
+    assert backends.get("redis").source(dest, "train") == "redis://10.0.0.5:6379/imgstore:mnist:train"
+    with pytest.raises(locations.LocationError, match="prepared into the cluster at 10.0.0.5:6379, and this run gives "
+                                                      "--cluster 10.0.0.6:6379: run with --cluster 10.0.0.5:6379"):
+        redis_store.RedisClusterLocation(dest, [], seeds="10.0.0.6:6379")
+    with pytest.raises(locations.LocationError, match="gives no --cluster"):
+        redis_store.RedisClusterLocation(dest, [])
+    assert redis_store.RedisClusterLocation(dest, [], seeds="10.0.0.5:6379").cluster.seed_text() == "10.0.0.5:6379"
+    monkeypatch.setenv("IMGSTORE_REDIS_CLUSTER", "10.0.0.7:6379")
+    elsewhere = tmp_path / "other" / "mnist" / "redis"
+    elsewhere.mkdir(parents=True)
+    with pytest.raises(locations.LocationError, match="IMGSTORE_REDIS_CLUSTER names the cluster at 10.0.0.7:6379, "
+                                                      "which a run takes as --cluster 10.0.0.7:6379"):
+        redis_store.RedisClusterLocation(elsewhere, [])

@@ -57,11 +57,16 @@ def user_cluster(root, port, users):
 
 
 def as_user(script, args, seeds, password_file, user, tmp_path):
-    """One of the project's commands, as the ACL user, with the cluster named in the environment
-    (as a user would export it) and a run lock of its own (no waiting for others' runs)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("IMGSTORE_REDIS_PASSWORD")}
-    env.update(IMGSTORE_REDIS_CLUSTER=seeds, IMGSTORE_REDIS_USER=user, IMGSTORE_REDIS_PASSWORD_FILE=str(password_file),
+    """One of the project's commands, as the ACL user, with a run lock of its own (no waiting for
+    others' runs), the cluster named as the command takes it: prepare.py and run.py --cluster, the
+    benchmarks (which take no --cluster) in the environment, as a user's script would export it."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("IMGSTORE_REDIS")}
+    env.update(IMGSTORE_REDIS_USER=user, IMGSTORE_REDIS_PASSWORD_FILE=str(password_file),
                IMGSTORE_LOCK=str(tmp_path / "run.lock"))
+    if script.startswith("benchmarks/"):
+        env.update(IMGSTORE_REDIS_CLUSTER=seeds)
+    else:
+        args = [*args, "--cluster", seeds]
     return subprocess.run([PY, str(ROOT / script), *args], capture_output=True, text=True, env=env, timeout=300)
 
 

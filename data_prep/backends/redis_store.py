@@ -8,7 +8,8 @@ once the index holds exactly COUNT keys, and deleted first when a data set is re
 readers (Caffe's and records()) refuse an index of another length. PREFIX = DATASET:PHASE
 (imgstore:DATASET:PHASE in a cluster the user runs, data_prep.redis_external, where the project
 touches no other key). The records live in the servers (data_prep.redis_cluster, under DATA/redis-cluster/); the artifact's folder holds only
-its manifest.
+its manifest and, written into a cluster the user runs (the location's option seeds, --cluster), those
+seeds (SEEDS_FILE), which every later reading of the artifact goes to.
 """
 import shutil
 import time
@@ -22,28 +23,38 @@ from data_prep.errors import SourceError
 from data_prep.options import Option
 
 CLUSTER_FOLDER = "redis-cluster"  # under the data root, beside the datasets
+SEEDS_FILE = "seeds"  # in the artifact's folder: the seeds of the cluster the user runs that holds it
 PIPELINE = 1000
 
 
-def cluster_of(dest, **how):
-    """The cluster holding the artifact at DATA/DATASET/redis (or its .partial folder): the one
-    IMGSTORE_REDIS_CLUSTER names (data_prep.redis_external), else the project's own under the data
-    folder; `how`: the project cluster's keywords (io_threads, delay_legs)."""
-    return redis_external.cluster() or redis_cluster.Cluster(Path(dest).resolve().parent.parent / CLUSTER_FOLDER,
-                                                              **how)
+def cluster_of(dest, seeds=None, **how):
+    """The cluster holding the artifact at DATA/DATASET/redis (or its .partial folder): the one at
+    `seeds` (HOST:PORT[,...], a cluster the user runs, data_prep.redis_external), else the one the
+    artifact was written to (its SEEDS_FILE), else the one IMGSTORE_REDIS_CLUSTER names (a script's
+    fallback), else the project's own under the data folder; `how`: the project cluster's keywords
+    (io_threads, delay_legs)."""
+    return (redis_external.cluster(seeds or seeds_written(dest))
+            or redis_cluster.Cluster(Path(dest).resolve().parent.parent / CLUSTER_FOLDER, **how))
 
 
-def prefix_of(dest, phase):
-    """The key prefix of the artifact at DATA/DATASET/redis: see prefix_for."""
-    return prefix_for(Path(dest).resolve().parent.name, phase)
+def seeds_written(dest):
+    """The seeds of the cluster the user runs that the artifact at `dest` was written to, or None
+    (the project's cluster, or nothing written yet)."""
+    path = Path(dest) / SEEDS_FILE
+    return path.read_text().strip() if path.exists() else None
 
 
-def prefix_for(name, phase):
+def prefix_of(dest, phase, cluster=None):
+    """The key prefix of the artifact at DATA/DATASET/redis (in `cluster`, else its own): see prefix_for."""
+    return prefix_for(Path(dest).resolve().parent.name, phase, cluster or cluster_of(dest))
+
+
+def prefix_for(name, phase, cluster=None):
     """NAME:PHASE in the project's cluster; imgstore:NAME:PHASE in one the user runs, where the
     project's keys are all under imgstore: (NAME: a data set, or a benchmark's copy of one,
-    DATASET-png)."""
-    own = redis_external.KEY_PREFIX if redis_external.seeds_asked() else ""
-    return f"{own}{name}:{phase}"
+    DATASET-png). cluster: where the keys are (None: IMGSTORE_REDIS_CLUSTER's, if set)."""
+    external = cluster.external if cluster is not None else redis_external.seeds_asked() is not None
+    return f"{redis_external.KEY_PREFIX if external else ''}{name}:{phase}"
 
 
 def marker(prefix):
@@ -119,7 +130,7 @@ def delete_prefix(c, prefix):
 def _check_ours(c, cluster, dest, phase, written):
     """Refuses (SourceError) to remove a phase of the data set at `dest` from a shared cluster
     unless `written`, the manifest there, describes it: its marker, or with no manifest, any key."""
-    prefix = prefix_of(dest, phase)
+    prefix = prefix_of(dest, phase, cluster)
     held = marker_of(c, prefix)
     if written is None:
         if held is not None or _holds_any(c, prefix):
@@ -162,7 +173,7 @@ def records(dest, phase):
     with cluster.session():
         c = client(cluster)
         try:
-            prefix = prefix_of(dest, phase)
+            prefix = prefix_of(dest, phase, cluster)
             for key, (value,) in pipelined(c, [f"{prefix}:{k}" for k in keys_of(c, prefix)], "get"):
                 if value is None:
                     raise SourceError(f"Redis: key {key} is missing")
@@ -288,8 +299,8 @@ class RedisBackend(datum.DatumBackend, Backend):
                       proto_enum="RedisIO", patch="0011"),
                datum.TRANSFORM_THREADS)
 
-    def unsupported(self, dataset):
-        if shutil.which("redis-server") is None and not redis_external.seeds_asked():
+    def unsupported(self, dataset, seeds=None, **_run_only):
+        if shutil.which("redis-server") is None and not seeds and not redis_external.seeds_asked():
             return "redis-server is not installed (apt-get install redis-server)"
         from caffe.proto import caffe_pb2
         if "REDIS" not in caffe_pb2.DataParameter.DB.keys():
@@ -299,10 +310,14 @@ class RedisBackend(datum.DatumBackend, Backend):
     def paths(self, dest, phase):
         return []  # nothing local but the manifest
 
-    def writer(self, split, dest, ctx):
-        cluster = cluster_of(dest)
-        return _Writer(cluster, prefix_of(ctx.final_dir, split.phase), self._may_overwrite(cluster, ctx, split.phase),
-                       ctx.source_fingerprint)
+    def writer(self, split, dest, ctx, seeds=None, **_run_only):
+        """seeds: the cluster the user runs to write into (None: the project's); the location's
+        other options (the round trip) are a run's, not the writing's."""
+        cluster = cluster_of(dest, seeds)
+        if cluster.external:
+            (Path(dest) / SEEDS_FILE).write_text(cluster.seed_text() + "\n")
+        return _Writer(cluster, prefix_of(ctx.final_dir, split.phase, cluster),
+                       self._may_overwrite(cluster, ctx, split.phase), ctx.source_fingerprint)
 
     @staticmethod
     def _may_overwrite(cluster, ctx, phase):
@@ -316,14 +331,15 @@ class RedisBackend(datum.DatumBackend, Backend):
             return marker_text(written.splits[phase].count, written.source_fingerprint).split()
         return False
 
-    def session(self, dest):
-        return cluster_of(dest).session()
+    def session(self, dest, seeds=None, **_run_only):
+        return cluster_of(dest, seeds).session()
 
-    def remove(self, dest, force=False):
+    def remove(self, dest, force=False, seeds=None, **_run_only):
         """The manifest first (no manifest vouches for records going), then every key of both
         phases, under this data set's prefixes alone; the project's cluster saves after, so that
-        a restart does not bring them back. On a cluster the user runs: see _remove_shared."""
-        cluster = cluster_of(dest)
+        a restart does not bring them back. On a cluster the user runs (the one the artifact was
+        written to, or at `seeds`): see _remove_shared."""
+        cluster = cluster_of(dest, seeds)
         if cluster.external:
             return self._remove_shared(dest, cluster, force)
         super().remove(dest)
@@ -333,7 +349,7 @@ class RedisBackend(datum.DatumBackend, Backend):
             c = client(cluster)
             try:
                 for phase in ("train", "test"):
-                    delete_prefix(c, prefix_of(dest, phase))
+                    delete_prefix(c, prefix_of(dest, phase, cluster))
             finally:
                 c.close()
             cluster.save()
@@ -350,7 +366,7 @@ class RedisBackend(datum.DatumBackend, Backend):
                 for phase in ("train", "test"):
                     _check_ours(c, cluster, dest, phase, written)
             for phase in ("train", "test"):
-                delete_prefix(c, prefix_of(dest, phase))
+                delete_prefix(c, prefix_of(dest, phase, cluster))
         finally:
             c.close()
         super().remove(dest)
@@ -363,7 +379,7 @@ class RedisBackend(datum.DatumBackend, Backend):
             try:
                 apparent = allocated = count = 0
                 for p in [phase] if phase else ["train", "test"]:
-                    prefix = prefix_of(dest, p)
+                    prefix = prefix_of(dest, p, cluster)
                     keys = [f"{prefix}:{k}" for k in keys_of(c, prefix)]
                     for _, (length, used) in pipelined(c, keys, "strlen", "memory_usage"):
                         apparent, allocated = apparent + (length or 0), allocated + (used or 0)
@@ -378,7 +394,8 @@ class RedisBackend(datum.DatumBackend, Backend):
             yield datum.decode(value)
 
     def source(self, dest, phase):
-        return cluster_of(dest).source(prefix_of(dest, phase))
+        cluster = cluster_of(dest)
+        return cluster.source(prefix_of(dest, phase, cluster))
 
 
 @locations.register
@@ -393,12 +410,24 @@ class RedisClusterLocation(locations.Location):
     name = "redis-cluster"
     options = (Option("rtt_ms", "round trip between Caffe and the servers, e.g. 10ms, added by a delay proxy "
                                 "on loopback (default: none, direct)", kind="ms", minimum=0, flag_name="--rtt",
-                      recorded_as="rtt_ms_asked"),)
+                      recorded_as="rtt_ms_asked"),
+               Option("seeds", redis_external.CLUSTER_FLAG_HELP, kind="text", flag_name=redis_external.CLUSTER_FLAG,
+                      metavar="HOST:PORT[,...]", parse=redis_external.seed_text, recorded_as="seeds", written=True))
 
-    def __init__(self, path, files, rtt_ms=None):
+    def __init__(self, path, files, rtt_ms=None, seeds=None):
         super().__init__(path, [])
+        written = seeds_written(path)
+        if written and written != seeds:  # an artifact written before its folder kept the seeds: as asked
+            asked = f"{redis_external.CLUSTER_FLAG} {seeds}" if seeds else f"no {redis_external.CLUSTER_FLAG}"
+            raise locations.LocationError(f"{path} was prepared into the cluster at {written}, and this run gives "
+                                          f"{asked}: run with {redis_external.CLUSTER_FLAG} {written}")
         self.rtt_ms = rtt_ms
-        self.cluster = cluster_of(path)
+        self.cluster = cluster_of(path, seeds)
+        if self.cluster.external and not seeds:  # a run names the cluster it reads, and its record says it
+            found = self.cluster.seed_text()
+            raise locations.LocationError(f"{redis_external.SEEDS_ENV} names the cluster at {found}, which a run "
+                                          f"takes as {redis_external.CLUSTER_FLAG} {found} (the variable is the "
+                                          "fallback of scripts that give no seeds)")
         self.started, self.load_seconds, self.usage_before = False, None, None
         self.found = None  # (round trip in ms, or None: direct) of a cluster found running
 
@@ -439,7 +468,7 @@ class RedisClusterLocation(locations.Location):
         c = client(self.cluster)
         try:
             for phase, split in written.splits.items():
-                check_marker(c, prefix_of(self.path, phase), split.count, written.source_fingerprint)
+                check_marker(c, prefix_of(self.path, phase, self.cluster), split.count, written.source_fingerprint)
         finally:
             c.close()
 
