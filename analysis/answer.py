@@ -20,14 +20,15 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
+import catalogue
 from analysis import capacity, readme  # noqa: E402
 from analysis.report import pyplot, save  # noqa: E402
 from data_prep import backends, datasets  # noqa: E402
 from experiments.record import COLD_AT_MOST, MISSED, WARM_AT_LEAST, load  # noqa: E402
 
-PAPER2016 = "results/ci-2core-paper2016-calibrated"
-H100 = "results/ci-2core-emulated-h100-calibrated"
-CAPACITY = "results/ci-2core-capacity"
+PAPER2016 = catalogue.relative("ci-2core-paper2016-calibrated")
+H100 = catalogue.relative("ci-2core-emulated-h100-calibrated")
+CAPACITY = catalogue.relative("ci-2core-capacity")
 # the capacity setup the answer quotes, per dataset: the emulated H100, and for ImageNet the
 # sweep that keeps each solver's share of the page cache
 CAPACITY_SETUP = {"mnist": "no limits", "cifar10": "no limits", "imagenet": "1 GiB + 0.78125 GiB per further solver"}

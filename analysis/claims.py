@@ -17,16 +17,17 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
+import catalogue
 from experiments import machines  # noqa: E402
 from experiments.record import load  # noqa: E402
 
-PAPER2016 = "results/ci-2core-paper2016-calibrated"
-H100 = "results/ci-2core-emulated-h100-calibrated"
-PEERS = "results/ci-2core-peers/peers.json"
-CAFFE_ROWS = "results/ci-2core-peers/caffe-rows.json"
-DECODE_THREADS = "results/ci-2core-decode-threads-0022"
-DECODE_THREADS_0021 = "results/ci-2core-decode-threads"
-TRANSFORM_THREADS = "results/ci-2core-transform-threads"
+PAPER2016 = catalogue.relative("ci-2core-paper2016-calibrated")
+H100 = catalogue.relative("ci-2core-emulated-h100-calibrated")
+PEERS = f"{catalogue.relative('ci-2core-peers')}/peers.json"
+CAFFE_ROWS = f"{catalogue.relative('ci-2core-peers')}/caffe-rows.json"
+DECODE_THREADS = catalogue.relative("ci-2core-decode-threads-0022")
+DECODE_THREADS_0021 = catalogue.relative("ci-2core-decode-threads")
+TRANSFORM_THREADS = catalogue.relative("ci-2core-transform-threads")
 LABELS = {"mnist": "MNIST", "cifar10": "CIFAR-10", "imagenet": "ImageNet"}
 
 
@@ -194,7 +195,7 @@ def readme_transform_threads_gain():
 
 @claim
 def peers_transform_threads_table():
-    """The rows of docs/peers.md's transform-threads table (results/ci-2core-transform-threads)."""
+    """The rows of docs/peers.md's transform-threads table (ci-2core-transform-threads)."""
     from analysis import capacity
     rows = []
     for accelerator, label in (("h100", "H100 (51 ms)"), ("30ms", "30 ms")):
@@ -255,7 +256,7 @@ def readme_emulation_power():
 def readme_emulation_cross_host():
     """The emulated H100 on this project's VM against the GPU steps' real runs: judged and within, by bound."""
     from analysis import fidelity
-    rows = [r for r in fidelity.cross_host_rows(fidelity.gpu_step_folders(), "results/ci-2core-gpu-step-cells")
+    rows = [r for r in fidelity.cross_host_rows(fidelity.gpu_step_folders(), GPU_STEP_CELLS)
             if r["ratio"] is not None and not r["use"].startswith("fitted")]
     compute = [r for r in rows if r["bound"] == "compute"]
     data = [r for r in rows if r["bound"] == "data path"]
@@ -371,7 +372,7 @@ def peers_cold():
             f"({rate('mnist', 'caffe', 'images', 2, 'cold'):,.0f})")
 
 
-PEERS_CLOCK = "results/ci-2core-peers/clock-2026-11-26/cold.json"
+PEERS_CLOCK = f"{catalogue.relative('ci-2core-peers')}/clock-2026-11-26/cold.json"
 
 
 @claim
@@ -493,7 +494,7 @@ def peers_two_cores_arithmetic():
 
 # -- docs/results.md ----------------------------------------------------------------------------
 
-H100_BEFORE = "results/ci-2core-emulated-h100"  # the matrices before the calibration (the Intel Xeon VM)
+H100_BEFORE = catalogue.relative("ci-2core-emulated-h100")  # the matrices before the calibration (the Intel Xeon VM)
 
 
 def h100_runs(dataset, backend, cache, folder=H100):
@@ -539,7 +540,7 @@ def results_h100_says():
     the image files' and Redis's AU (Redis against the matrix before the calibration)."""
     au = lambda d, b, folder=H100: statistics.mean(r.au for r in h100_runs(d, b, "warm", folder))  # noqa: E731
     wall = lambda d, b: statistics.mean(r.wall_seconds for r in h100_runs(d, b, "warm"))  # noqa: E731
-    real = {r.backend: r.solver_seconds for r in runs("results/h100") if (r.dataset, r.cache) == ("mnist", "warm")}
+    real = {r.backend: r.solver_seconds for r in runs(catalogue.relative("h100")) if (r.dataset, r.cache) == ("mnist", "warm")}
     return (f"hold the H100 at {au('mnist', 'hdf5'):.0%}, {wall('mnist', 'hdf5') / wall('mnist', 'lmdb'):.1f}x LMDB's "
             f"time, as on the real H100 ({real['hdf5']:.1f} s against {real['lmdb']:.1f} s solver time)",
             f"(AU {au('mnist', 'images'):.0%})",
@@ -644,7 +645,7 @@ def results_imagenet_headline():
         stores = [r.au for r in mine if r.backend in ("lmdb", "leveldb")]
         return [wall("images", c) / wall("lmdb", c) for c in ("cold", "warm")], stores
     at_287, _ = headline(PAPER2016, 287)
-    at_150, stores_150 = headline("results/ci-2core-paper2016", 150)
+    at_150, stores_150 = headline(catalogue.relative("ci-2core-paper2016"), 150)
     return (f"{files['cold'] / lmdb['cold']:.1f}x cold ({files['cold']:.1f} / {lmdb['cold']:.1f} s) and "
             f"{files['warm'] / lmdb['warm']:.1f}x partly warm ({files['warm']:.1f} / {lmdb['warm']:.1f} s)",
             f"{min(files[c] / lmdb[c] for c in files) / paper:.2f}x the paper's figure",
@@ -756,7 +757,7 @@ def real_h100_cells(folder, dataset, backend):
 def results_real_h100():
     """The real H100's table, row by row: no limits, then the 2016 profile (150 IOPS), then 1,000 IOPS."""
     from data_prep import backends
-    folders = ("results/h100", "results/h100-paper2016", "results/h100-paper2016-riops1000")
+    folders = (catalogue.relative("h100"), catalogue.relative("h100-paper2016"), catalogue.relative("h100-paper2016-riops1000"))
     return tuple(real_h100_cells(folder, d, b) for folder in folders for d in LABELS for b in backends.REGISTRY
                  if any((r.dataset, r.backend) == (d, b) for r in runs(folder)))
 
@@ -767,9 +768,9 @@ def results_real_h100_says():
     LMDB, and CIFAR-10's files against LMDB warm."""
     def wall(folder, *cell):  # the one run of (dataset, backend, cache)
         return next(r.wall_seconds for r in runs(folder) if (r.dataset, r.backend, r.cache) == cell)
-    files = [wall("results/h100", "mnist", "images", c) for c in ("cold", "warm")]
-    slow = [wall("results/h100-paper2016-riops1000", "mnist", b, "cold") for b in ("images", "lmdb")]
-    cifar = [wall("results/h100", "cifar10", b, "warm") for b in ("images", "lmdb")]
+    files = [wall(catalogue.relative("h100"), "mnist", "images", c) for c in ("cold", "warm")]
+    slow = [wall(catalogue.relative("h100-paper2016-riops1000"), "mnist", b, "cold") for b in ("images", "lmdb")]
+    cifar = [wall(catalogue.relative("h100"), "cifar10", b, "warm") for b in ("images", "lmdb")]
     return (f"(image files {files[0]:.0f} s cold vs {files[1]:.0f} s warm)",
             f"({slow[0]:.0f} s vs {slow[1]:.0f} s for LMDB at 1,000 IOPS, {slow[0] / slow[1]:.1f}x",
             f"({cifar[0]:.0f} s against {cifar[1]:.0f} s from LMDB)")
@@ -806,7 +807,7 @@ def results_decode_threads_host():
 @claim
 def results_gpu_time():
     """The real H100's compute ceiling, `caffe time` on constant data (benchmarks/gpu_time.py)."""
-    nets = json.loads((ROOT / "results/h100/benchmarks/gpu_time.json").read_text())["nets"]
+    nets = json.loads((ROOT / f"{catalogue.relative('h100')}/benchmarks/gpu_time.json").read_text())["nets"]
     ms = {d: nets[d]["ms_per_iteration"] for d in nets}
     return (f"LeNet {ms['mnist']:.2f} ms, cifar10_quick {ms['cifar10']:.2f} ms, CaffeNet {ms['imagenet']:.1f} ms per "
             f"iteration (CaffeNet's {nets['imagenet']['stock_iterations']:,} iterations: "
@@ -815,7 +816,7 @@ def results_gpu_time():
 
 # -- docs/lmdb.md -------------------------------------------------------------------------------
 
-LMDB_SHARED = "results/ci-2core-lmdb-shared"
+LMDB_SHARED = catalogue.relative("ci-2core-lmdb-shared")
 
 
 @claim
@@ -905,7 +906,7 @@ def lmdb_shared_training_says():
             f"{au(12, 'coalesced')} and {au(12, 'mmap')}")
 
 
-LMDBIO = "results/ci-2core-paper2016-lmdbio"
+LMDBIO = catalogue.relative("ci-2core-paper2016-lmdbio")
 
 
 def seconds_text(x):
@@ -952,8 +953,8 @@ def lmdb_lmdbio_says():
 
 # -- docs/redis.md ------------------------------------------------------------------------------
 
-REDIS_LEAN = "results/ci-2core-emulated-h100-redis-lean"
-REDIS_IO_THREAD = "results/ci-2core-emulated-h100-redis-iothread"
+REDIS_LEAN = catalogue.relative("ci-2core-emulated-h100-redis-lean")
+REDIS_IO_THREAD = catalogue.relative("ci-2core-emulated-h100-redis-iothread")
 
 
 def median_au(folder, dataset, backend, depth=None, io=None, rtt_ms=None):
@@ -964,7 +965,7 @@ def median_au(folder, dataset, backend, depth=None, io=None, rtt_ms=None):
     return statistics.median(aus)
 
 
-REDIS_FIRST = "results/ci-2core-emulated-h100-redis"
+REDIS_FIRST = catalogue.relative("ci-2core-emulated-h100-redis")
 
 
 def redis_first_runs(dataset):
@@ -1043,7 +1044,7 @@ def redis_migration_stall():
     """16 slots moved under a reading net (benchmarks/redis_migration.py): median stalls and their
     share of a round trip per slot moved, through the proxy at 10 ms and on loopback."""
     def median(dataset, rtt_ms, key):
-        rounds = json.loads((ROOT / f"results/ci-2core-redis-migration/{dataset}-3.json").read_text())["rounds"]
+        rounds = json.loads((ROOT / f"{catalogue.relative('ci-2core-redis-migration')}/{dataset}-3.json").read_text())["rounds"]
         return statistics.median(r[key] for r in rounds if r["rtt_ms_asked"] == rtt_ms)
     far = [median(d, 10.0, "pause_ms") for d in ("cifar10", "imagenet")]
     per_slot = [median(d, 10.0, "pause_per_slot_rtt") for d in ("cifar10", "imagenet")]
@@ -1056,7 +1057,7 @@ def redis_migration_stall():
 @claim
 def redis_failover_pause():
     """A master SIGKILLed mid-pass (benchmarks/redis_failover.py): the reader's pause, median [range]."""
-    rounds = json.loads((ROOT / "results/ci-2core-redis-failover/cifar10.json").read_text())["rounds"]
+    rounds = json.loads((ROOT / f"{catalogue.relative('ci-2core-redis-failover')}/cifar10.json").read_text())["rounds"]
 
     def pause(by, rtt_ms):
         values = sorted(r["pause_s"] for r in rounds if (r["failed_over_by_asked"], r["rtt_ms_asked"]) == (by, rtt_ms))
@@ -1070,7 +1071,7 @@ def redis_failover_pause():
 @claim
 def redis_proxy_goal():
     """ImageNet at 10 ms against LMDB on the host of the proxy runs (the reader's defaults)."""
-    folder = "results/ci-2core-emulated-h100-redis-proxy"
+    folder = catalogue.relative("ci-2core-emulated-h100-redis-proxy")
     redis, lmdb = median_au(folder, "imagenet", "redis", rtt_ms=10.0), median_au(folder, "imagenet", "lmdb")
     return f"ImageNet at 10 ms **{redis:.1%}** against LMDB's {lmdb:.1%} ({(lmdb - redis) / lmdb:.1%} below"
 
@@ -1093,9 +1094,9 @@ def running_reclaimer():
 
 # -- docs/capacity.md and docs/capacity-method.md -------------------------------------------------
 
-CAPACITY = "results/ci-2core-capacity"
-CAPACITY_HOST2 = "results/ci-2core-capacity-host2"
-CAPACITY_CONTROL = "results/ci-2core-capacity-control"
+CAPACITY = catalogue.relative("ci-2core-capacity")
+CAPACITY_HOST2 = catalogue.relative("ci-2core-capacity-host2")
+CAPACITY_CONTROL = catalogue.relative("ci-2core-capacity-control")
 ONE_GIB = "1 GiB"
 PER_SOLVER = "1 GiB + 0.78125 GiB per further solver"  # --mem-per-solver 800M
 NO_LIMITS, PAPER2016_PROFILE = "no limits", "paper2016 profile"
@@ -1467,8 +1468,8 @@ def lmdb_capacity_read_paths():
     return ", ".join(f"{name} **{warm_cold('cifar10', 'h100', limits, 'lmdb')}**" for name, limits in paths)
 
 
-COALESCED_AHEAD = "results/ci-2core-capacity-lmdb-coalesced-ahead"
-COALESCED_0025 = "results/ci-2core-capacity-lmdb-coalesced-0025"
+COALESCED_AHEAD = catalogue.relative("ci-2core-capacity-lmdb-coalesced-ahead")
+COALESCED_0025 = catalogue.relative("ci-2core-capacity-lmdb-coalesced-0025")
 
 
 @claim
@@ -1486,7 +1487,7 @@ def capacity_coalesced():
             f"allows {allows[0]:.1f} and {allows[1]:.1f}")
 
 
-MULTIHOST = "results/ci-2core-multihost-capacity"
+MULTIHOST = catalogue.relative("ci-2core-multihost-capacity")
 PROJECT_CLUSTER = "no limits"  # the cluster run.py starts on this host, reached on loopback
 
 
@@ -1568,7 +1569,7 @@ def capacity_redis_io():
 
 # -- docs/emulation.md --------------------------------------------------------------------------
 
-GPU_STEP_CELLS = "results/ci-2core-gpu-step-cells"
+GPU_STEP_CELLS = catalogue.relative("ci-2core-gpu-step-cells")
 NUMBER_WORDS = {0: "none", 1: "one", 2: "two", 3: "three", 4: "four", 5: "five", 6: "six"}
 
 
@@ -1582,7 +1583,7 @@ def same_host_predictions():
 @claim
 def emulation_hdf5_copies():
     """MNIST warm on the real H100: HDF5's solver seconds over LMDB's."""
-    seconds = {r.backend: r.solver_seconds for r in runs("results/h100")
+    seconds = {r.backend: r.solver_seconds for r in runs(catalogue.relative("h100"))
                if (r.dataset, r.cache) == ("mnist", "warm") and r.backend in ("hdf5", "lmdb")}
     return (f"took {seconds['hdf5'] / seconds['lmdb']:.1f}x LMDB's solver time ({seconds['hdf5']:.1f} s against "
             f"{seconds['lmdb']:.1f})")
@@ -1667,7 +1668,7 @@ def emulation_cpu_quota_table():
     """The CPU-quota table: wall seconds of CIFAR-10's and MNIST's image files warm, per quota, over the paper."""
     from experiments import calibration
     walls = {(r.dataset, (r.limits or {}).get("cpu_quota")): r.wall_seconds
-             for r in runs("results/ci-2core-paper2016-cpu-quota")}
+             for r in runs(catalogue.relative("ci-2core-paper2016-cpu-quota"))}
     paper = {d: calibration.paper_seconds(d, "images", "warm") for d in ("cifar10", "mnist")}
     cell = lambda d, q: f"{walls[d, q]:.1f} ({walls[d, q] / paper[d]:.2f}x"  # noqa: E731
     return tuple(text for q, label in ((None, "none"), (0.7, "0.7 cores"), (0.6, "0.6 cores"))
@@ -1695,7 +1696,7 @@ def emulation_committed_vm():
             f"{mean_wall('mnist', 'images', 'warm'):.1f} s")
 
 
-DATA_PATH = "results/ci-2core/benchmarks/data_path.json"
+DATA_PATH = f"{catalogue.relative('ci-2core')}/benchmarks/data_path.json"
 BACKEND_LABELS = {"lmdb": "LMDB", "leveldb": "LevelDB", "hdf5": "HDF5", "images": "image files", "pymem": "pymem",
                   "cppmem": "cppmem"}
 

@@ -66,7 +66,7 @@ def _stop(signum, frame):
     raise KeyboardInterrupt  # leaving the hosts' `with` removes them
 
 
-def main(argv=None):
+def sweep_hosts(argv=None):
     signal.signal(signal.SIGTERM, _stop)
     a, sweep_options = parser().parse_known_args(argv)
     redis_external.refuse_external("benchmarks/multihost.py", "is not used: this benchmark starts a cluster of its "
@@ -131,9 +131,13 @@ def say(text):
     print(text, file=sys.stderr, flush=True)
 
 
-if __name__ == "__main__":
+def main(argv=None):
     try:
-        sys.exit(main())
+        return sweep_hosts(argv)
     except KeyboardInterrupt:
         say("interrupted: the hosts and the cluster were removed; runs recorded so far are kept")
-        sys.exit(130)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
