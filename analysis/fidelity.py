@@ -492,6 +492,14 @@ def split_table(rows, first, parts):
     return out[1:]
 
 
+# a fidelity table's measured columns: seconds with their n and spread
+REAL_SECONDS = ("real s (n, spread)", lambda r: f"{r['reference']} ({r['reference_n']}, {r['reference_spread']:.1%})")
+
+
+def ours_seconds(label):
+    return label, lambda r: f"{r['ours']} ({r['ours_n']}, {r['ours_spread']:.1%})"
+
+
 def same_host_table(rows):
     lines = ["**Real GPU against the emulated H100 on the same host** (the GPU steps: `" +
              "`, `".join(sorted({r['folder'] for r in rows})) + "`; host CPU probe: images/s per core, the median of "
@@ -499,8 +507,8 @@ def same_host_table(rows):
              "emulation; a compute-bound row also holds the H100's fitted compute against this GPU. Solver seconds, "
              "iterations cut to fit a loan; goal within 15%.", ""]
     lines += split_table(rows, ("cell", lambda r: r["cell"]), [
-        [("real s (n, spread)", lambda r: f"{r['reference']} ({r['reference_n']}, {r['reference_spread']:.1%})"),
-         ("emulated s (n, spread)", lambda r: f"{r['ours']} ({r['ours_n']}, {r['ours_spread']:.1%})"),
+        [REAL_SECONDS,
+         ours_seconds("emulated s (n, spread)"),
          ("emulated / real", lambda r: f"{r['ratio']}")],
         [("GPU (host probe)", lambda r: f"{r['gpu']} ({probe_words(r['probe'])})"),
          ("difference vs spread", spread_words), ("bound", lambda r: r["bound"] or "-")],
@@ -517,8 +525,8 @@ def cross_host_table(rows, here_folder):
              "the pixel work, and the measured factor, the data path's own CPU per image (prefetch thread and "
              "decode pool, µs) on each host. Probes: images/s per core, here / there. Goal within 15%.", ""]
     lines += split_table(rows, ("cell", lambda r: r["cell"]), [
-        [("real s (n, spread)", lambda r: f"{r['reference']} ({r['reference_n']}, {r['reference_spread']:.1%})"),
-         ("emulated here s (n, spread)", lambda r: f"{r['ours']} ({r['ours_n']}, {r['ours_spread']:.1%})"),
+        [REAL_SECONDS,
+         ours_seconds("emulated here s (n, spread)"),
          ("here / there", lambda r: f"{r['raw_ratio']}")],
         [("real GPU there", lambda r: r["gpu"]), ("difference vs spread", spread_words)],
         [("pixel probes", lambda r: probes(r, cpu_probe.PIXELS)),
