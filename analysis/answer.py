@@ -18,13 +18,13 @@ import sys
 from collections import namedtuple
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-
 import catalogue
-from analysis import capacity, readme  # noqa: E402
-from analysis.report import pyplot, save  # noqa: E402
-from data_prep import backends, datasets  # noqa: E402
-from experiments.record import COLD_AT_MOST, MISSED, WARM_AT_LEAST, load  # noqa: E402
+from analysis import capacity, readme
+from analysis.report import pyplot, save
+from data_prep import backends, datasets
+from experiments.record import COLD_AT_MOST, MISSED, WARM_AT_LEAST, load
+
+ROOT = Path(__file__).resolve().parents[1]
 
 PAPER2016 = catalogue.relative("ci-2core-paper2016-calibrated")
 H100 = catalogue.relative("ci-2core-emulated-h100-calibrated")

@@ -27,18 +27,17 @@ import tarfile
 import textwrap
 from pathlib import Path
 
-
-import catalogue  # noqa: E402
-from analysis import readme  # noqa: E402
-from analysis.report import pyplot, save  # noqa: E402
-from data_prep import backends, datasets  # noqa: E402
-from experiments import caffe_log, proctrack  # noqa: E402
-from experiments.data_path_cpu import (THRESHOLD, cpu_allows, data_path_cpu, data_threads,  # noqa: E402,F401
+import catalogue
+from analysis import readme
+from analysis.report import pyplot, save
+from data_prep import backends, datasets
+from experiments import caffe_log, proctrack
+from experiments.data_path_cpu import (THRESHOLD, cpu_allows, data_path_cpu, data_threads,  # noqa: F401 (offered here too)
                                        images_per_core_second, prefetch_cpu, servers_cpu_per_image, solvers,
                                        trained_iterations)
-from experiments.data_path_cpu import groups as _groups, servers_cpu as _servers_cpu  # noqa: E402
-from experiments.record import load  # noqa: E402
-from monitor import cpu_probe  # noqa: E402
+from experiments.data_path_cpu import groups as _groups, servers_cpu as _servers_cpu
+from experiments.record import load
+from monitor import cpu_probe
 
 README_BEGIN = "<!-- capacity tables: written by analysis/capacity.py RESULTS --readme -->"
 README_END = "<!-- end of capacity tables -->"

@@ -15,11 +15,11 @@ import json
 import statistics
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-
 import catalogue
-from experiments import machines  # noqa: E402
-from experiments.record import load  # noqa: E402
+from experiments import machines
+from experiments.record import load
+
+ROOT = Path(__file__).resolve().parents[1]
 
 PAPER2016 = catalogue.relative("ci-2core-paper2016-calibrated")
 H100 = catalogue.relative("ci-2core-emulated-h100-calibrated")
@@ -234,7 +234,6 @@ def readme_emulation_same_host():
     outside = [r["ratio"] for w, r in zip(within, rows) if not w]
     return (f"within 15% in {sum(within)} of the {len(rows)} cells not fitted on, {sum(data)} of {len(data)} where "
             "the data path limits", ", ".join(f"{x:.2f}" for x in outside) + ")")
-
 
 
 @claim

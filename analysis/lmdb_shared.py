@@ -11,10 +11,9 @@ import statistics
 import sys
 from pathlib import Path
 
-
-from analysis import capacity  # noqa: E402
-from experiments.cgroup import Limits  # noqa: E402
-from experiments.record import load  # noqa: E402
+from analysis import capacity
+from experiments.cgroup import Limits
+from experiments.record import load
 
 PATHS = ("mmap", "coalesced", "shared")
 SHOWN_N = (1, 4, 16)  # the rows shown where they were measured (else every N)

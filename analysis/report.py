@@ -21,12 +21,11 @@ import statistics
 import sys
 from pathlib import Path
 
-
-import catalogue  # noqa: E402
-from data_prep import backends, datasets  # noqa: E402
-from experiments import proctrack, record  # noqa: E402
-from experiments.cells import cell_stats  # noqa: E402
-from experiments.record import COLD_AT_MOST, MISSED, WARM_AT_LEAST  # noqa: E402
+import catalogue
+from data_prep import backends, datasets
+from experiments import proctrack, record
+from experiments.cells import cell_stats
+from experiments.record import COLD_AT_MOST, MISSED, WARM_AT_LEAST
 
 REFERENCE = json.loads((Path(__file__).parent / "paper_reference.json").read_text())
 CACHES = ["warm", "cold"]

@@ -17,11 +17,11 @@ import json
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from analysis import fidelity, readme
+from experiments import accelerators
+from experiments.calibration import FOLDERS, WHAT_IS_FITTED, differences, fitted, write_profiles
 
-from analysis import fidelity, readme  # noqa: E402
-from experiments import accelerators  # noqa: E402
-from experiments.calibration import FOLDERS, WHAT_IS_FITTED, differences, fitted, write_profiles  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def cmd_fit(a):

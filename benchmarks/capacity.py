@@ -38,10 +38,9 @@ import sys
 import time
 from pathlib import Path
 
-
-from analysis import capacity  # noqa: E402
-from data_prep import datasets  # noqa: E402
-from experiments import config as config_module, run  # noqa: E402
+from analysis import capacity
+from data_prep import datasets
+from experiments import config as config_module, run
 
 THRESHOLD = capacity.THRESHOLD
 

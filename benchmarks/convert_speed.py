@@ -14,12 +14,11 @@ import tempfile
 import time
 from pathlib import Path
 
-
-import toolchain  # noqa: E402
-from data_prep import build  # noqa: E402
-from data_prep.datasets import imagenet  # noqa: E402
-from data_prep.images import png_bytes  # noqa: E402
-from data_prep.backends.lmdb_store import raw_items  # noqa: E402
+import toolchain
+from data_prep import build
+from data_prep.datasets import imagenet
+from data_prep.images import png_bytes
+from data_prep.backends.lmdb_store import raw_items
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -17,9 +17,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-
-from data_prep import backends, build, datasets  # noqa: E402
-from experiments import accelerators, run, runner  # noqa: E402
+from data_prep import backends, build, datasets
+from experiments import accelerators, run, runner
 
 ITERATIONS = {"mnist": 2000, "cifar10": 1000, "imagenet": 60}
 

@@ -17,11 +17,11 @@ import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from benchmarks.data_path import ITERATIONS, delivered
+from data_prep import build, datasets
+from experiments import runner
 
-from benchmarks.data_path import ITERATIONS, delivered  # noqa: E402
-from data_prep import build, datasets  # noqa: E402
-from experiments import runner  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def minimal_opencv_lib():

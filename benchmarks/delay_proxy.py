@@ -22,12 +22,11 @@ import sys
 import tempfile
 from pathlib import Path
 
-
-import toolchain  # noqa: E402
-from benchmarks import flags, redis_path, redis_reader  # noqa: E402
-from data_prep import build, datasets, redis_cluster, redis_external  # noqa: E402
-from data_prep.backends import redis_store  # noqa: E402
-from experiments import runner  # noqa: E402
+import toolchain
+from benchmarks import flags, redis_path, redis_reader
+from data_prep import build, datasets, redis_cluster, redis_external
+from data_prep.backends import redis_store
+from experiments import runner
 
 RECORDS = {"mnist": 250000, "cifar10": 250000, "imagenet": 12800}
 

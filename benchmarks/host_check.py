@@ -35,14 +35,14 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+import catalogue
+from analysis import capacity
+from data_prep import build
+from experiments import prediction, record, runner
+from experiments.config import RunConfig, arguments
+from monitor import cpu_probe
 
-import catalogue  # noqa: E402
-from analysis import capacity  # noqa: E402
-from data_prep import build  # noqa: E402
-from experiments import prediction, record, runner  # noqa: E402
-from experiments.config import RunConfig, arguments  # noqa: E402
-from monitor import cpu_probe  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 TOLERANCE = 0.15   # a committed answer applies to a host where its cell lands within this
 ROUNDS = 3

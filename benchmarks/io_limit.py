@@ -18,11 +18,11 @@ import time
 import uuid
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from data_prep import cache, locations
+from experiments import cgroup, machines
+from monitor.sampler import disk_reads
 
-from data_prep import cache, locations  # noqa: E402
-from experiments import cgroup, machines  # noqa: E402
-from monitor.sampler import disk_reads  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 READER = "import sys, pathlib\nfor p in sorted(pathlib.Path(sys.argv[1]).iterdir()): p.read_bytes()\n"
 

@@ -30,11 +30,10 @@ import time
 import uuid
 from pathlib import Path
 
-
-import toolchain  # noqa: E402
-from data_prep import build, cache, datasets, disk, locations  # noqa: E402
-from data_prep.backends import lmdb_store  # noqa: E402
-from experiments import cgroup, runner  # noqa: E402
+import toolchain
+from data_prep import build, cache, datasets, disk, locations
+from data_prep.backends import lmdb_store
+from experiments import cgroup, runner
 
 LIMITS = {"unlimited": cgroup.Limits(), "paper2016 disk (150 IOPS, 600 MB/s)": cgroup.Limits(riops=150, rbps=600 * 10**6)}
 

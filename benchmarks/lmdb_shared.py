@@ -36,12 +36,11 @@ import time
 import uuid
 from pathlib import Path
 
-
-import toolchain  # noqa: E402
-from data_prep import build, cache, datasets, disk, locations  # noqa: E402
-from data_prep.backends import lmdb_store  # noqa: E402
-from experiments import cgroup, runner  # noqa: E402
-from monitor import sampler  # noqa: E402
+import toolchain
+from data_prep import build, cache, datasets, disk, locations
+from data_prep.backends import lmdb_store
+from experiments import cgroup, runner
+from monitor import sampler
 
 PATHS = ("mmap", "coalesced", "shared")
 

@@ -32,11 +32,10 @@ import tempfile
 import time
 from pathlib import Path
 
-
-import toolchain  # noqa: E402
-from data_prep import datasets, redis_external  # noqa: E402
-from analysis import capacity  # noqa: E402
-from experiments import hosts, lab_cluster, record  # noqa: E402
+import toolchain
+from data_prep import datasets, redis_external
+from analysis import capacity
+from experiments import hosts, lab_cluster, record
 
 SERVERS = 3
 ROW_HEAD = ("| client hosts | largest N | group AU at N / N + 1 (median, n) | stopped by | CPU per image at N + 1 "

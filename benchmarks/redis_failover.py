@@ -31,12 +31,11 @@ import sys
 import time
 from pathlib import Path
 
-
-from benchmarks import flags, redis_path  # noqa: E402
-from benchmarks.redis_migration import Reader, own_cluster  # noqa: E402
-from data_prep import datasets, redis_external  # noqa: E402
-from data_prep.backends import redis_store  # noqa: E402
-from experiments import caffe_log, runner  # noqa: E402
+from benchmarks import flags, redis_path
+from benchmarks.redis_migration import Reader, own_cluster
+from data_prep import datasets, redis_external
+from data_prep.backends import redis_store
+from experiments import caffe_log, runner
 
 CELLS = (("keeper", None), ("keeper", "rtt"), ("redis", None))
 

@@ -37,12 +37,11 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
-
-import toolchain  # noqa: E402
-from benchmarks import flags, redis_path  # noqa: E402
-from data_prep import build, datasets, redis_cluster, redis_external  # noqa: E402
-from data_prep.backends import redis_store  # noqa: E402
-from experiments import runner  # noqa: E402
+import toolchain
+from benchmarks import flags, redis_path
+from data_prep import build, datasets, redis_cluster, redis_external
+from data_prep.backends import redis_store
+from experiments import runner
 
 READ = """
 import sys, time, caffe

@@ -33,12 +33,11 @@ import tempfile
 import time
 from pathlib import Path
 
-
-import toolchain  # noqa: E402
-from data_prep import build, datasets, redis_cluster, redis_external  # noqa: E402
-from data_prep import backends  # noqa: E402
-from data_prep.backends import datum, redis_store  # noqa: E402
-from experiments import runner  # noqa: E402
+import toolchain
+from data_prep import build, datasets, redis_cluster, redis_external
+from data_prep import backends
+from data_prep.backends import datum, redis_store
+from experiments import runner
 
 BATCH = 16  # small, so that a slow cell (1 request in flight at 100 ms: 10 images/s) ends soon
 

@@ -35,12 +35,11 @@ import tempfile
 import time
 from pathlib import Path
 
-
-import toolchain  # noqa: E402
-from benchmarks import flags, redis_path  # noqa: E402
-from data_prep import build, datasets, redis_cluster, redis_external  # noqa: E402
-from data_prep.backends import redis_store  # noqa: E402
-from experiments import runner  # noqa: E402
+import toolchain
+from benchmarks import flags, redis_path
+from data_prep import build, datasets, redis_cluster, redis_external
+from data_prep.backends import redis_store
+from experiments import runner
 
 RECORDS = {"mnist": 60000, "cifar10": 50000, "imagenet": 3000}
 

@@ -16,10 +16,9 @@ import tempfile
 import time
 from pathlib import Path
 
-
-import toolchain  # noqa: E402
-from data_prep import build  # noqa: E402
-from experiments import runner  # noqa: E402
+import toolchain
+from data_prep import build
+from experiments import runner
 
 
 def bare_run(solver):

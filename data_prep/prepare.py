@@ -17,10 +17,9 @@ from pathlib import Path
 
 import redis
 
-
-from data_prep import backends, build, datasets, locations, options, redis_external  # noqa: E402
-from data_prep.backends import redis_store  # noqa: E402
-from data_prep.datasets import SourceError  # noqa: E402
+from data_prep import backends, build, datasets, locations, options, redis_external
+from data_prep.backends import redis_store
+from data_prep.datasets import SourceError
 
 DEFAULT_OUT = Path(__file__).resolve().parents[1] / "data"
 

@@ -48,12 +48,12 @@ from pathlib import Path
 
 import psutil
 
-ROOT = Path(__file__).resolve().parent.parent
+import toolchain
+from data_prep.errors import SourceError
+from data_prep.options import parse_ms
+from processes import child_setup, process_id, started as _started
 
-import toolchain  # noqa: E402
-from data_prep.errors import SourceError  # noqa: E402
-from data_prep.options import parse_ms  # noqa: E402
-from processes import child_setup, process_id, started as _started  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 REDIS_LOG = re.compile(r"^\d+:[A-Z] (\d+ \w+ \d+ [\d:.]+) . (.*)$")  # 1234:M 24 Nov 2026 07:01:08.292 # text
 FAILOVER_LINES = {"failing": re.compile(r"^Marking node \S+ as failing \(quorum reached\)"),

@@ -20,8 +20,7 @@ import argparse
 import time
 from datetime import datetime
 
-
-from data_prep.redis_cluster import Cluster  # noqa: E402
+from data_prep.redis_cluster import Cluster
 
 PERIOD_SECONDS = 0.1
 GONE_SECONDS = 5  # no node alive this long: the cluster was stopped without its keeper

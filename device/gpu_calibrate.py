@@ -37,9 +37,9 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from device import gpu_host
 
-from device import gpu_host  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 BUNDLE = ROOT / ".device-bundle"
 DEVICE_DATA = ROOT / ".device-data"

@@ -12,9 +12,8 @@ import argparse
 import sys
 from pathlib import Path
 
-
-from experiments import run  # noqa: E402
-from experiments.record import recorded  # noqa: E402
+from experiments import run
+from experiments.record import recorded
 
 
 def problems_of(record):

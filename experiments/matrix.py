@@ -10,11 +10,10 @@ Without a CUDA build the matrix runs on an emulated H100 (run.py --help); pass
 """
 import sys
 
-
-from data_prep import backends, datasets  # noqa: E402
-from experiments import run  # noqa: E402
-from experiments.config import RunConfig  # noqa: E402
-from experiments.record import recorded  # noqa: E402
+from data_prep import backends, datasets
+from experiments import run
+from experiments.config import RunConfig
+from experiments.record import recorded
 
 KINDS = ("all", "quick")
 

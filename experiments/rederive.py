@@ -11,8 +11,8 @@ import json
 import os
 from pathlib import Path
 
-from experiments import accelerators, caffe_log  # noqa: E402
-from experiments.record import RECORD_FILES, Record  # noqa: E402
+from experiments import accelerators, caffe_log
+from experiments.record import RECORD_FILES, Record
 
 REVISION = "2026-11-23: AU over the timed window, initial test pass apart from start-up (experiments/rederive.py)"
 

@@ -29,15 +29,14 @@ import signal
 import sys
 from pathlib import Path
 
-
-import toolchain  # noqa: E402
-from data_prep import backends, datasets, locations, options  # noqa: E402
-from data_prep.cache import CacheError  # noqa: E402
-from experiments import caffe_log, machines, runner, training  # noqa: E402
-from experiments import config as config_module  # noqa: E402
-from experiments.accelerators import AcceleratorError  # noqa: E402
-from experiments.cgroup import CgroupError, Limits  # noqa: E402
-from experiments.record import recorded  # noqa: E402
+import toolchain
+from data_prep import backends, datasets, locations, options
+from data_prep.cache import CacheError
+from experiments import caffe_log, machines, runner, training
+from experiments import config as config_module
+from experiments.accelerators import AcceleratorError
+from experiments.cgroup import CgroupError, Limits
+from experiments.record import recorded
 
 
 SOLVERS_FAILED = 1  # exit status: the cells ran, and at least one solver's run failed (recorded as failed)

@@ -16,8 +16,7 @@ import sys
 import time
 from pathlib import Path
 
-
-from experiments.record import record_files  # noqa: E402
+from experiments.record import record_files
 
 
 def supersede(path, run_ids, why):

@@ -9,11 +9,11 @@ import pytest
 
 from conftest import ROOT
 
-from device import gpu_calibrate, gpu_host  # noqa: E402
-from benchmarks import capacity as capacity_sweep  # noqa: E402
-from benchmarks import host_check  # noqa: E402
-from experiments import run as run_cli  # noqa: E402
-from monitor import cpu_probe  # noqa: E402
+from device import gpu_calibrate, gpu_host
+from benchmarks import capacity as capacity_sweep
+from benchmarks import host_check
+from experiments import run as run_cli
+from monitor import cpu_probe
 
 
 def test_the_plan_fits_one_loan_and_pairs_each_real_run_with_an_emulated_one(tmp_path):
