@@ -15,7 +15,6 @@ class Command:
     name: str              # the words after `imgstore`: "run", "bench lmdb-read"
     module: str            # whose main(argv) it runs
     help: str              # one line, for `imgstore --help`
-    own_help: bool = True  # False: main() has no --help of its own; the module's docstring is its usage
 
 
 # This module sits above every layer (it dispatches to data_prep, experiments, benchmarks,
@@ -24,7 +23,7 @@ COMMANDS = (
     Command("prepare", "data_prep.prepare", "write a dataset into storage backends, as Caffe's data layers read them"),
     Command("run", "experiments.run", "train a stock net from one backend, warm or cold cache, and record the run"),
     Command("matrix", "experiments.matrix",
-            "a dataset's whole matrix (make DATASET-all, DATASET-quick) and its summary", own_help=False),
+            "a dataset's whole matrix (make DATASET-all, DATASET-quick) and its summary"),
     Command("capacity", "benchmarks.capacity", "how many emulated accelerators this host keeps fed from each backend"),
     Command("multihost", "benchmarks.multihost",
             "the capacity question over several client hosts and one Redis Cluster"),
@@ -102,9 +101,6 @@ def find(words, commands=COMMANDS):
 
 def dispatch(command, argv):
     module = importlib.import_module(command.module)
-    if not command.own_help and argv[:1] and argv[0] in HELP_FLAGS:
-        print(module.__doc__.strip())
-        return 0
     sys.argv[0] = f"imgstore {command.name}"  # argparse's prog: the usage line names the sub-command
     return module.main(argv)
 

@@ -9,6 +9,7 @@ Without a CUDA build the matrix runs on an emulated H100 (run.py --help); pass
 --accelerator none to train on the CPU for real.
 """
 import sys
+from pathlib import Path
 
 from data_prep import backends, datasets
 from experiments import run
@@ -53,6 +54,9 @@ def configuration(dataset, kind, extra):
 
 def main(argv=None):
     argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] in (["-h"], ["--help"]):
+        print(f"usage: {Path(sys.argv[0]).name} DATASET-all|DATASET-quick [run.py options]\n\n{__doc__.strip()}")
+        return 0
     if not argv or "-" not in argv[0]:
         print(__doc__, file=sys.stderr)
         return 2

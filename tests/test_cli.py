@@ -56,8 +56,7 @@ def test_each_sub_command_help_is_its_modules_own(command, capsys, monkeypatch):
     assert status == 0
     first_line = importlib.import_module(command.module).__doc__.strip().splitlines()[0]
     assert " ".join(first_line.split()) in " ".join(text.split())
-    if command.own_help:
-        assert text.startswith(f"usage: imgstore {command.name} ")
+    assert text.startswith(f"usage: imgstore {command.name} ")
 
 
 def test_a_group_lists_its_commands_and_a_wrong_name_is_one_line(capsys, monkeypatch):
@@ -75,7 +74,7 @@ def test_the_script_paths_run_from_another_folder_without_the_tree_on_sys_path(t
     assert p.stdout.startswith("usage: run.py ") and "--accelerator" in p.stdout
 
 
-@pytest.mark.parametrize("command", [c for c in cli.COMMANDS if c.own_help], ids=lambda c: c.name)
+@pytest.mark.parametrize("command", cli.COMMANDS, ids=lambda c: c.name)
 def test_every_sub_commands_script_runs_as_a_script(command, tmp_path):
     p = subprocess.run([sys.executable, str(script_of(command)), "--help"], capture_output=True, text=True,
                        cwd=tmp_path, env=clean_env(), timeout=120)
