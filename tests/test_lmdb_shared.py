@@ -267,4 +267,4 @@ def test_the_benchmark_measures_every_path_cold_and_the_analysis_tabulates_it(mn
         assert len(runs) == 1 and not runs[0].get("failed")
         assert runs[0]["resident_before"] == 0 and runs[0]["cpu_seconds"] > 0
     table = run([sys.executable, str(ROOT / "analysis" / "lmdb_shared.py"), str(out)]).stdout
-    assert "| mnist (" in table and "| 1 |" in table
+    assert "Data and limits: mnist (" in table and "| mnist | 1 |" in table
