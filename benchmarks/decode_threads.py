@@ -17,7 +17,7 @@ import argparse
 import sys
 
 import toolchain
-from analysis.decode_threads import THREAD_OPTIONS, iterations, table
+from analysis.decode_threads import THREAD_OPTIONS, iterations, report
 from experiments import run
 from experiments.config import RunConfig
 
@@ -48,7 +48,7 @@ def main(argv=None):
                                        data=a.data, out=a.out, quiet=True))
                 if rc != 0:
                     return rc
-    print(table(a, datasets, threads))
+    print(report(a, datasets, threads))
     return 0
 
 
