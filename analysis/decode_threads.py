@@ -59,14 +59,29 @@ def busy_table(a, datasets, threads):
     """Per dataset and thread count: the prefetch thread's CPU over the solver's time, and the data
     threads' (prefetch, pool, readers) per thread, median (range) over the runs."""
     _, _, work = THREAD_OPTIONS[a.backend]
-    lines = ["Busy over the solver's time (100% is one core), median (range) over the same runs:", "",
-             f"| dataset | {work} threads | prefetch thread busy | data threads busy, per thread |", "|---|---|---|---|"]
+    lines = ["Busy over the solver's time (100% is one core), and the other load on the host (its "
+             "monitor's CPU over the run less the run's own, in shares of all cores), median (range) over the "
+             "same runs:", "",
+             f"| dataset | {work} threads | prefetch thread busy | data threads busy, per thread | other load |",
+             "|---|---|---|---|---|"]
     for dataset in datasets:
         for n, rs in runs_by_threads(a, dataset, threads).items():
             if rs:
                 lines.append(f"| {dataset} | {n} | {percent_range([r.prefetch_share() for r in rs])} "
-                             f"| {percent_range([capacity.data_threads_share(r) for r in rs])} |")
+                             f"| {percent_range([capacity.data_threads_share(r) for r in rs])} "
+                             f"| {percent_range([other_load(r) for r in rs])} |")
     return "\n".join(lines)
+
+
+def other_load(r):
+    """The host's CPU over a run that was not the run's own: its monitor's mean user + system share
+    less the process's CPU over the wall time and the cores (at least 0: the 1 Hz samples miss
+    the run's last fraction of a second); None where either is not recorded."""
+    m, cores = r.monitor or {}, (r.environment or {}).get("cpu_cores")
+    used = (r.process or {}).get("cpu_seconds")
+    if m.get("cpu_user_mean") is None or not (cores and used and r.wall_seconds):
+        return None
+    return max(0.0, (m["cpu_user_mean"] + (m.get("cpu_system_mean") or 0)) / 100 - used / r.wall_seconds / cores)
 
 
 def percent_range(shares):
@@ -96,7 +111,8 @@ def main(argv=None):
     for cache in a.caches.split(","):
         for accelerator in a.accelerators.split(","):
             one = argparse.Namespace(**vars(a), cache=cache, accelerator=accelerator)
-            print(report(one, datasets, threads), end="\n\n")
+            if any(any(runs_by_threads(one, d, threads).values()) for d in datasets):
+                print(report(one, datasets, threads), end="\n\n")
     return 0
 
 
