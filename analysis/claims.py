@@ -176,37 +176,93 @@ def lmdb_over_files_warm(alone=False):
             and (not alone or t == (0 if loader == "torch" else 1))]
 
 
-def transform_threads_runs(accelerator, threads):
-    return [r for r in runs(TRANSFORM_THREADS) if r.compute.get("accelerator") == accelerator
+def transform_threads_runs(accelerator, threads, cache="warm"):
+    return [r for r in runs(TRANSFORM_THREADS) if r.compute.get("accelerator") == accelerator and r.cache == cache
             and (r.read_options or {}).get("transform_threads", 1) == threads]
+
+
+# (accelerator, cache) of the transform-threads runs, in the order docs/peers.md's table gives them
+TRANSFORM_SETTINGS = (("h100", "warm"), ("h100", "cold"), ("titanx2016", "warm"), ("titanx2016", "cold"),
+                      ("30ms", "warm"))
+TRANSFORM_LABELS = {"h100": "H100", "titanx2016": "Titan X", "30ms": "30 ms"}
+
+
+def transform_threads_au(accelerator, cache, threads):
+    return statistics.median(r.au for r in transform_threads_runs(accelerator, threads, cache))
+
+
+def transform_threads_cpu(accelerator, cache):
+    """The data path's CPU per image at 2 transform threads over 1."""
+    from analysis import capacity
+    one, two = (capacity.images_per_core_second(transform_threads_runs(accelerator, n, cache)) for n in (1, 2))
+    return one / two
 
 
 @claim
 def readme_transform_threads_gain():
     """ImageNet LMDB warm at 2 transform threads over 1: the AU (medians) and the data path's CPU
     per image, where one thread cannot keep up (an emulated 30 ms per iteration)."""
-    from analysis import capacity
-    one, two = (transform_threads_runs("30ms", n) for n in (1, 2))
-    gain = statistics.median(r.au for r in two) / statistics.median(r.au for r in one)
-    cpu = capacity.images_per_core_second(one) / capacity.images_per_core_second(two)
+    gain = transform_threads_au("30ms", "warm", 2) / transform_threads_au("30ms", "warm", 1)
     return (f"raises the AU {gain:.2f}x where one thread cannot keep up (ImageNet LMDB warm at an emulated "
-            f"30 ms per iteration, n = {len(one)} each", f"for {cpu:.2f}x the CPU per image")
+            f"30 ms per iteration, n = {len(transform_threads_runs('30ms', 1))} each",
+            f"for {transform_threads_cpu('30ms', 'warm'):.2f}x the CPU per image")
+
+
+@claim
+def readme_transform_threads_elsewhere():
+    """Where one thread kept up or the reads held the accelerator: the emulated H100 cold, the Titan X."""
+    cold = transform_threads_au("h100", "cold", 2) / transform_threads_au("h100", "cold", 1)
+    titanx = [transform_threads_au("titanx2016", c, n) for c in ("warm", "cold") for n in (1, 2)]
+    return f"cold a second bought {cold:.2f}x", f"(AU {span(titanx, lambda x: f'{x:.2f}')})"
+
+
+@claim
+def peers_transform_threads_host():
+    """The transform-threads runs' CPU probe and how many runs each row has."""
+    rs = [r for a, c in TRANSFORM_SETTINGS for n in (1, 2) for r in transform_threads_runs(a, n, c)]
+    probes = [r.environment["cpu_probe"]["images_per_second"] for r in rs]
+    sizes = {len(transform_threads_runs(a, n, c)) for a, c in TRANSFORM_SETTINGS for n in (1, 2)}
+    ms = {a: {r.compute["ms_per_iteration"] for r in rs if r.compute["accelerator"] == a} for a, _ in TRANSFORM_SETTINGS}
+    return (f"CPU probe {span(probes, lambda x: f'{x:.0f}')} images/s per core",
+            f"n = {span(sizes, str)} per row",
+            f"the H100's {span(ms['h100'], lambda x: f'{x:g}')} ms per iteration, the Titan X's "
+            f"{span(ms['titanx2016'], lambda x: f'{x:g}')} ms")
 
 
 @claim
 def peers_transform_threads_table():
-    """The rows of docs/peers.md's transform-threads table (ci-2core-transform-threads)."""
+    """The rows of docs/peers.md's transform-threads table (ci-2core-transform-threads): AU,
+    the prefetch thread's CPU over the solver's time and the data path's images per CPU second."""
     from analysis import capacity
     rows = []
-    for accelerator, label in (("h100", "H100 (51 ms)"), ("30ms", "30 ms")):
-        one = statistics.median(r.au for r in transform_threads_runs(accelerator, 1))
+    for accelerator, cache in TRANSFORM_SETTINGS:
+        one = transform_threads_au(accelerator, cache, 1)
         for n in (1, 2):
-            rs = transform_threads_runs(accelerator, n)
+            rs = transform_threads_runs(accelerator, n, cache)
             aus = sorted(r.au for r in rs)
-            rows.append(f"| {label if n == 1 else ''} | {n} | {len(rs)} | {statistics.median(aus):.3f} "
-                        f"({aus[0]:.3f}-{aus[-1]:.3f}) | {statistics.median(aus) / one:.2f}x | "
+            label = f"{TRANSFORM_LABELS[accelerator]}, {cache}" if n == 1 else ""
+            rows.append(f"| {label} | {n} | {statistics.median(aus):.3f} ({aus[0]:.3f}-{aus[-1]:.3f}) | "
+                        f"{statistics.median(aus) / one:.2f}x | {statistics.median(r.prefetch_share() for r in rs):.0%} | "
                         f"{capacity.images_per_core_second(rs):,.0f} |")
     return rows
+
+
+@claim
+def peers_transform_threads_says():
+    """What a second transform thread bought where one thread kept up, cold on the H100 (and the
+    other load beside those runs), and where one thread was too slow."""
+    from analysis.decode_threads import other_load
+    titanx = [statistics.median(r.prefetch_share() for r in transform_threads_runs("titanx2016", 1, c))
+              for c in ("warm", "cold")]
+    cold = [transform_threads_runs("h100", n, "cold") for n in (1, 2)]
+    kept_up = [transform_threads_cpu(a, c) for a, c in TRANSFORM_SETTINGS if transform_threads_au(a, c, 1) >= 0.90]
+    return (f"its prefetch thread {percents(titanx)} busy",
+            f"a second thread bought {transform_threads_au('h100', 'cold', 2) / transform_threads_au('h100', 'cold', 1):.2f}x "
+            f"(medians), within the rounds' spread (AU {span([r.au for r in cold[0]], lambda x: f'{x:.3f}')} with one thread)",
+            f"the prefetch thread was {percents([statistics.median(r.prefetch_share() for r in cold[1])])} busy",
+            f"saw {percents([other_load(r) for r in cold[0] + cold[1]])} of the two cores busy beyond the runs' own",
+            f"a second feeds it for {transform_threads_cpu('30ms', 'warm'):.2f}x the CPU per image",
+            f"the second costs {span(kept_up, lambda x: f'{x:.2f}')}x the CPU per image for nothing")
 
 
 @claim

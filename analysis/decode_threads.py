@@ -1,9 +1,10 @@
-"""The decode/transform-threads benchmark's tables (benchmarks/decode_threads.py measures): per dataset
+r"""The decode/transform-threads benchmark's tables (benchmarks/decode_threads.py measures): per dataset
 and thread count the median AU (its range), the AU over one thread's and the data path's images per
 CPU second; then how busy the prefetch thread and the data threads were; from the records of its runs.
 
-  python analysis/decode_threads.py --out results/ci-2core-transform-threads --datasets imagenet \
-      --backend lmdb --caches warm,cold --accelerators h100,titanx2016
+  python analysis/decode_threads.py --out results/decode-threads --datasets mnist,cifar10
+  python analysis/decode_threads.py --out DIR --datasets imagenet --backend lmdb --caches warm,cold \
+      --accelerators h100,titanx2016
 """
 import argparse
 import statistics

@@ -62,7 +62,7 @@ def test_the_stopper_names_the_data_threads_and_how_many_the_solver_had():
 
 
 def test_the_committed_runs_bear_the_prediction_out():
-    """ImageNet LMDB warm at an emulated 30 ms per iteration (results/ci-2core-transform-threads):
+    """ImageNet LMDB warm at an emulated 30 ms per iteration (the catalogue's transform-threads runs):
     one transform thread fell short (AU < 0.90) and the CPU figure allows 0; two held, and it
     allows at least one solver."""
     runs = [r for r in recorded(catalogue.folder("ci-2core-transform-threads"), "imagenet")
