@@ -86,3 +86,16 @@ def test_a_multihost_sweep_runs_on_the_config_of_its_cluster_and_hosts_over_the_
     assert asked == config.RunConfig("mnist", "redis", "warm", accelerator="titanx2016", client_hosts=("ns-0", "ns-1"),
                                      data=str(tmp_path / "data"), out=str(tmp_path / "out"),
                                      options={"seeds": "10.0.0.5:6379"})
+
+
+def test_a_datasets_matrix_sizing_is_run_config_values_that_read_back_from_the_command_line():
+    """A dataset's matrix_config holds RunConfig fields of their flags' types (the datasets layer
+    declares it as data; run.py and the matrix apply it with RunConfig.replace)."""
+    from data_prep import datasets
+    sized = [ds for ds in datasets.REGISTRY.values() if ds.matrix_config]
+    assert [ds.name for ds in sized] == ["imagenet"]
+    for ds in sized:
+        c = config.RunConfig(ds.name, "all", "all").replace(**ds.matrix_config)
+        assert run.parse(config.arguments(c)) == c, ds.name
+    assert config.flag_words({"quiet": False, "again": True, "client_hosts": ("a", "b"), "iters": 5}) == [
+        "--again", "--client-hosts", "a,b", "--iters", "5"]
