@@ -157,7 +157,7 @@ def default_sizing(config):
     """A dataset whose stock run is not the paper's condition here (ImageNet: 15,000 iterations
     are ~1,900 passes over a stand-in that fits in memory) runs as its matrix sizes it, unless the
     configuration chose count, mem_limit, iters or profile, or several solvers. Returns
-    (the configuration to run, the matrix arguments applied or None)."""
+    (the configuration to run, the sizing's flags as run.py words, or None)."""
     ds = datasets.get(config.dataset)
     if (not ds.matrix_config or config.concurrent != 1
             or any(v is not None for v in (config.count, config.mem_limit, config.iters, config.profile))):
