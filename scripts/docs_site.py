@@ -65,7 +65,7 @@ def archived_banner(by, by_has_report):
     """The line an archived report opens with (staged at reports/archive/FOLDER/)."""
     name = f'<a href="../../{by}/report.html">{by}</a>' if by_has_report else f"<code>{by}</code>"
     return (f'<p style="border:1px solid #c60;padding:6px 10px"><strong>Archived</strong>: superseded by '
-            f"{name}; these runs are kept, not the current results.</p>")
+            f"{name} (its runs are kept with their records, not current).</p>")
 
 
 def copy_report(report, target, banner=None):
