@@ -23,8 +23,7 @@ THREAD_OPTIONS = {b.name: (o.name, o.flag, THREAD_WORK[o.name])
 def iterations(a, dataset):
     """--iters, else the dataset's matrix's, else 2000."""
     from data_prep import datasets as registry
-    sized = list(registry.get(dataset).matrix_args or ())
-    return a.iters or (int(sized[sized.index("--iters") + 1]) if "--iters" in sized else 2000)
+    return a.iters or registry.get(dataset).matrix_config.get("iters", 2000)
 
 
 def table(a, datasets, threads):

@@ -36,6 +36,7 @@ import toolchain
 from data_prep import datasets, redis_external
 from analysis import capacity
 from experiments import hosts, lab_cluster, record
+from experiments.config import RunConfig, arguments
 
 SERVERS = 3
 ROW_HEAD = ("| client hosts | largest N | group AU at N / N + 1 (median, n) | stopped by | CPU per image at N + 1 "
@@ -84,12 +85,20 @@ def sweep_hosts(argv=None):
                + (["--count", str(a.count)] if a.count else []), env)
         for h in wanted:
             say(f"\n{h} client host{'s' * (h > 1)}: the capacity sweep, solvers over {', '.join(clients[:h])}")
-            inside(net, ["benchmarks/capacity.py", a.dataset, "redis", "warm", *sweep_options,
-                         "--cluster", lab.seeds, "--client-hosts", ",".join(clients[:h]),
-                         "--data", str(data), "--out", a.out], env)
+            inside(net, ["benchmarks/capacity.py", *sweep_arguments(a.dataset, sweep_options, lab.seeds, clients[:h],
+                                                                     data, a.out)], env)
             rows.append(row_of(a, h, lab.seeds))
     print(table_of(a, rows, time.time() - started))
     return 0
+
+
+def sweep_arguments(dataset, sweep_options, seeds, clients, data, out):
+    """capacity.py's arguments for one count of client hosts: the user's options (capacity.py's and
+    run.py's), then the RunConfig of where this sweep reads and writes, which stands over them."""
+    words = arguments(RunConfig(dataset, "redis", "warm", client_hosts=tuple(clients), data=str(data), out=str(out),
+                                options={"seeds": seeds}))
+    positional, flags = words[:3], words[3:]
+    return [*positional, *sweep_options, *flags]
 
 
 def inside(net, script_args, env):

@@ -38,6 +38,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from device import gpu_host
+from experiments.config import RunConfig, arguments
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -55,6 +56,7 @@ CARRY_LIMIT_MIB = 64          # what the device tool sends: tracked tree + carri
 # the H100 host of the same day took 9-23 s per run, 357 s for the whole plan (h100-calibrate)
 CELLS = [("mnist", "lmdb", 5000, 10), ("mnist", "images", 5000, 22), ("cifar10", "images", 1500, 21)]
 GPU_TIME_TRAIN = "mnist=2000,cifar10=2000,imagenet=40"
+ITERS_REASON = "cut to fit the GPU step of the calibration in one 10-minute loan"
 
 
 @dataclass
@@ -104,16 +106,15 @@ def make_plan(results, data, python=sys.executable):
     ]
     for repeat in range(REPEATS):
         for i, (dataset, backend, iters, seconds) in enumerate(CELLS):
-            pair = [("real", ["--gpu", "0", "--accelerator", "none"]),
-                    ("emulated", ["--gpu", "-1", "--accelerator", EMULATED])]
+            cell = RunConfig(dataset, backend, "warm", repeats=repeat + 1, iters=iters, iters_reason=ITERS_REASON,
+                             data=str(data), out=str(results), quiet=True)
+            pair = [("real", cell.replace(gpu=0, accelerator="none")),
+                    ("emulated", cell.replace(gpu=-1, accelerator=EMULATED))]
             if (repeat + i) % 2:
                 pair.reverse()
-            for kind, compute in pair:
-                plan.steps.append(Step(
-                    f"{dataset} {backend} warm #{repeat} {kind}",
-                    [python, run_py, dataset, backend, "warm", "--repeats", str(repeat + 1), "--iters", str(iters),
-                     "--iters-reason", "cut to fit the GPU step of the calibration in one 10-minute loan",
-                     *compute, "--data", str(data), "--out", str(results), "--quiet"], seconds))
+            for kind, config in pair:
+                plan.steps.append(Step(f"{dataset} {backend} warm #{repeat} {kind}",
+                                       [python, run_py, *arguments(config)], seconds))
     plan.steps += [Step(*step) for step in gpu_host.host_steps(results, data, python)]
     return plan
 

@@ -22,6 +22,8 @@ import os
 import sys
 from pathlib import Path
 
+from experiments.config import RunConfig, arguments
+
 ROOT = Path(__file__).resolve().parents[1]
 HOST_CHECK_ROUNDS = 2
 CAPACITY = ("cifar10", "lmdb", 1000)  # host-check's capacity cell: its N = 1 runs start the sweep
@@ -40,9 +42,10 @@ def host_steps(results, data, python=sys.executable):
         ("host-check", [python, str(ROOT / "benchmarks" / "host_check.py"), "--rounds", str(HOST_CHECK_ROUNDS),
                         "--gpu", "-1", "--data", str(data), "--out", str(results)], HOST_CHECK_S),
         (f"capacity sweep {dataset} {backend} warm", [
-            python, str(ROOT / "benchmarks" / "capacity.py"), dataset, backend, "warm", "--iters", str(iters),
-            "--max", str(CAPACITY_MAX), "--confirm", "1", "--accelerator", "h100", "--gpu", "-1",
-            "--data", str(data), "--out", str(results)], CAPACITY_S),
+            python, str(ROOT / "benchmarks" / "capacity.py"),
+            *arguments(RunConfig(dataset, backend, "warm", iters=iters, accelerator="h100", gpu=-1, data=str(data),
+                                 out=str(results))),
+            "--max", str(CAPACITY_MAX), "--confirm", "1"], CAPACITY_S),
     ]
 
 

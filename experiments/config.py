@@ -217,18 +217,28 @@ def _comparable(value):
 def arguments(config):
     """config as run.py's arguments, the flags at their default left out: for a run in another
     process (a network namespace, a time limit) and for messages."""
-    words = []
-    for name, default, f in flags():
-        value = getattr(config, name)
-        if f.positional:
-            words.append(str(value))
-        elif value != default:
-            words += [f.flag] if f.action else [f.flag, ",".join(value) if isinstance(value, tuple) else str(value)]
+    words = [str(getattr(config, name)) for name, _, f in flags() if f.positional]
+    words += flag_words({name: getattr(config, name) for name, default, f in flags()
+                         if not f.positional and getattr(config, name) != default})
     readers, places = option_owners()
     declared = options.declared(readers + places)
     for name, value in config.options.items():
         option = declared[name][0]
         words += [option.flag] if option.kind == "flag" else [option.flag, str(value)]
+    return words
+
+
+def flag_words(values):
+    """{field: value} of RunConfig's flags (not positional) as run.py's words: a switch alone, a
+    tuple comma-joined."""
+    declared = {name: f for name, _, f in flags()}
+    words = []
+    for name, value in values.items():
+        f = declared[name]
+        if f.action:
+            words += [f.flag] if value else []
+        else:
+            words += [f.flag, ",".join(value) if isinstance(value, tuple) else str(value)]
     return words
 
 

@@ -47,8 +47,8 @@ def configuration(dataset, kind, extra):
     target = RunConfig(dataset, "all", "all", repeats=3)
     if kind == "quick":
         target = target.replace(repeats=1, iters=ds.quick_iters, test_interval=ds.quick_iters)
-    elif ds.matrix_args:
-        target = run.parse(list(ds.matrix_args), base=target)
+    elif ds.matrix_config:
+        target = target.replace(**ds.matrix_config)
     return run.parse(extra, base=target)
 
 

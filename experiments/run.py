@@ -157,15 +157,13 @@ def default_sizing(config):
     """A dataset whose stock run is not the paper's condition here (ImageNet: 15,000 iterations
     are ~1,900 passes over a stand-in that fits in memory) runs as its matrix sizes it, unless the
     configuration chose count, mem_limit, iters or profile, or several solvers. Returns
-    (the configuration to run, the matrix arguments applied or None)."""
+    (the configuration to run, the sizing's flags as run.py words, or None)."""
     ds = datasets.get(config.dataset)
-    if (not ds.matrix_args or config.concurrent != 1
+    if (not ds.matrix_config or config.concurrent != 1
             or any(v is not None for v in (config.count, config.mem_limit, config.iters, config.profile))):
         return config, None
-    sized = parse([config.dataset, config.backend, config.cache, *ds.matrix_args])
-    applied = [x for x in ds.matrix_args if x != "--iters-reason" and x != sized.iters_reason]
-    return config.replace(count=sized.count, mem_limit=sized.mem_limit, iters=sized.iters,
-                          iters_reason=sized.iters_reason), applied
+    applied = config_module.flag_words({k: v for k, v in ds.matrix_config.items() if k != "iters_reason"})
+    return config.replace(**ds.matrix_config), applied
 
 
 def _stop(signum, frame):

@@ -203,10 +203,19 @@ def _resolve(spec, log, gpu_model=None):
 
 
 def _write_run_folders(run):
-    layer = run.backend.data_layer(run.dest, run.dataset, run.dest.parent / "mean.binaryproto", run.spec.read_options)
+    layer = run.backend.data_layer(run.dest, run.dataset, run.dest.parent / "mean.binaryproto", run.spec.read_options,
+                                   **_reached_through(run.location))
     for run_dir in run.run_dirs:
         run_dir.mkdir(parents=True)
         write_net_files(run_dir, run.dataset.model, layer, run.settings, run.compute)
+
+
+def _reached_through(location):
+    """The data layer's keywords for what the run's open location reaches: a Redis location's
+    cluster (the one the run named, --cluster), which the net must read rather than the one the
+    artifact's folder would name on its own (none, for data prepared before it kept its seeds)."""
+    cluster = getattr(location, "cluster", None)
+    return {} if cluster is None else {"cluster": cluster}
 
 
 PAPER_DATA_OVER_MEMORY = 5  # MLPerf Storage asks >= 5x; the paper's ImageNet was ~9x its machine's memory
@@ -268,16 +277,16 @@ def _run_locked(spec, log):
     run.cold = cold_condition(run)
     if run.cold:
         log(cold_words(run.cold))
-    _write_run_folders(run)
-    for path in cgroup.remove_abandoned():
-        log(f"removed cgroup {path}, left by an earlier run")
-    run.location = locations.of(run.backend, run.dest, spec.location_options)
-    # limits first: a run refused for them must not have flushed the page cache; the read
-    # limits wait until the cache is set (cgroup.Group.limit_reads)
-    run.group = (cgroup.create(spec.limits.for_solvers(spec.concurrent), run.group_id, run.location,
-                               limit_reads_now=False)
-                 if spec.limits.any() else None)
+    run.location = locations.of(run.backend, run.dest, spec.location_options)  # before the net, which reads it
     try:
+        _write_run_folders(run)
+        for path in cgroup.remove_abandoned():
+            log(f"removed cgroup {path}, left by an earlier run")
+        # limits first: a run refused for them must not have flushed the page cache; the read
+        # limits wait until the cache is set (cgroup.Group.limit_reads)
+        run.group = (cgroup.create(spec.limits.for_solvers(spec.concurrent), run.group_id, run.location,
+                                   limit_reads_now=False)
+                     if spec.limits.any() else None)
         trainings, how, resident, monitor = _train(run)
         shared = _shared_fields(run, how, resident, monitor, env)
         together = ({"group": run.group_id, "solvers": spec.concurrent,

@@ -147,6 +147,28 @@ def test_the_readme_answer_is_generated_from_the_records():
     assert (ROOT / answer.FIGURE).exists() and answer.FIGURE in text
 
 
+def test_the_site_stages_the_archived_reports_each_labelled_with_the_folder_that_superseded_it(tmp_path):
+    import importlib.util
+    import tomllib
+    spec = importlib.util.spec_from_file_location("docs_site", ROOT / "scripts" / "docs_site.py")
+    docs_site = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(docs_site)
+    docs_site.stage_reports(tmp_path)
+    listed = (tmp_path / "reports.md").read_text()
+    folders = tomllib.loads((ROOT / "results" / "catalogue.toml").read_text())["folders"]
+    archived = {name: entry["superseded_by"] for name, entry in folders.items() if entry["path"].startswith("archive/")
+                and (ROOT / "results" / entry["path"] / "report" / "report.html").exists()}
+    assert archived  # the catalogue's archived folders with a report
+    staged = {p.parent.name for p in (tmp_path / "reports" / "archive").glob("*/report.html")}
+    assert staged == set(archived)
+    for name, by in archived.items():
+        line = next((x for x in listed.splitlines() if f"(reports/archive/{name}/report.html)" in x), None)
+        assert line and (f"archived, superseded by [{by}]" in line or f"archived, superseded by `{by}`" in line), name
+        report = (tmp_path / "reports" / "archive" / name / "report.html").read_text()
+        assert re.search(rf"<body[^>]*><p[^>]*><strong>Archived</strong>: superseded by .*{re.escape(by)}", report), name
+    assert not any(f"(reports/{name}/" in listed for name in archived)  # listed only as archived
+
+
 @pytest.fixture(scope="module")
 def site():
     done = subprocess.run(["make", "docs"], cwd=ROOT, capture_output=True, text=True, timeout=1200)
@@ -224,7 +246,8 @@ def open_in_chromium(site, page):
     return json.loads(found.group(1).replace("&quot;", '"')), console
 
 
-@pytest.mark.parametrize("page", ["index.html", "results.html", "reports/ci-2core-emulated-h100-calibrated/report.html"])
+@pytest.mark.parametrize("page", ["index.html", "results.html", "reports/ci-2core-emulated-h100-calibrated/report.html",
+                                  "reports/archive/ci-2core-paper2016/report.html"])
 def test_the_site_loads_in_a_browser_with_every_image_and_no_console_error(site, page):
     assert (site / page).exists()
     result, console = open_in_chromium(site, page)

@@ -12,6 +12,7 @@ from conftest import ROOT
 from device import gpu_calibrate, gpu_host
 from benchmarks import capacity as capacity_sweep
 from benchmarks import host_check
+from experiments import config
 from experiments import run as run_cli
 from monitor import cpu_probe
 
@@ -51,6 +52,21 @@ def test_the_host_steps_come_after_the_gpu_steps_and_leave_the_gpu_alone(tmp_pat
     # the host's steps fit what the budget leaves after the GPU's (9 minutes with the start-up)
     budget = gpu_calibrate.LOAN_SECONDS - gpu_calibrate.START_UP_SECONDS - 60
     assert plan.estimate() <= budget
+
+
+def test_the_plans_runs_and_sweep_are_run_configs_as_run_py_reads_them(tmp_path):
+    """Every run.py step, and the capacity sweep's run flags, are a RunConfig's arguments
+    (config.arguments): a run flag renamed or added in RunConfig reaches the plan."""
+    plan = gpu_calibrate.make_plan(tmp_path / "results", tmp_path / "data")
+    runs = [s for s in plan.steps if s.argv[1].endswith("run.py")]
+    for step in runs:
+        assert step.argv[2:] == config.arguments(run_cli.parse(step.argv[2:])), step.name
+    assert run_cli.parse(runs[0].argv[2:]) == config.RunConfig(
+        "mnist", "lmdb", "warm", iters=5000, iters_reason=gpu_calibrate.ITERS_REASON, gpu=0, accelerator="none",
+        data=str(tmp_path / "data"), out=str(tmp_path / "results"), quiet=True)
+    sweep = plan.steps[-1].argv[2:]
+    assert sweep[-4:] == ["--max", "16", "--confirm", "1"]
+    assert sweep[:-4] == config.arguments(run_cli.parse(sweep[:-4]))
 
 
 def test_the_host_steps_dry_run_prints_them_without_a_gpu(tmp_path):

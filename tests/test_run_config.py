@@ -72,3 +72,30 @@ def test_a_make_targets_config_is_the_datasets_sizing_with_the_users_flags_over_
     quick = datasets.get("mnist").quick_iters
     assert matrix.configuration("mnist", "quick", []) == config.RunConfig("mnist", "all", "all", repeats=1, iters=quick,
                                                                           test_interval=quick)
+
+
+def test_a_multihost_sweep_runs_on_the_config_of_its_cluster_and_hosts_over_the_users_flags(tmp_path):
+    """benchmarks/multihost.py's capacity sweep: the user's flags, then the RunConfig of the
+    cluster, client hosts and folders it made, which stand over them."""
+    from benchmarks import capacity, multihost
+    words = multihost.sweep_arguments("mnist", ["--max", "4", "--accelerator", "titanx2016", "--out", "elsewhere"],
+                                      "10.0.0.5:6379", ["ns-0", "ns-1"], tmp_path / "data", tmp_path / "out")
+    sweep, run_flags = capacity.parser().parse_known_args(words)
+    assert (sweep.dataset, sweep.backends, sweep.cache, sweep.max) == ("mnist", "redis", "warm", 4)
+    asked = run.parse([sweep.dataset, sweep.backends, sweep.cache, *run_flags])
+    assert asked == config.RunConfig("mnist", "redis", "warm", accelerator="titanx2016", client_hosts=("ns-0", "ns-1"),
+                                     data=str(tmp_path / "data"), out=str(tmp_path / "out"),
+                                     options={"seeds": "10.0.0.5:6379"})
+
+
+def test_a_datasets_matrix_sizing_is_run_config_values_that_read_back_from_the_command_line():
+    """A dataset's matrix_config holds RunConfig fields of their flags' types (the datasets layer
+    declares it as data; run.py and the matrix apply it with RunConfig.replace)."""
+    from data_prep import datasets
+    sized = [ds for ds in datasets.REGISTRY.values() if ds.matrix_config]
+    assert [ds.name for ds in sized] == ["imagenet"]
+    for ds in sized:
+        c = config.RunConfig(ds.name, "all", "all").replace(**ds.matrix_config)
+        assert run.parse(config.arguments(c)) == c, ds.name
+    assert config.flag_words({"quiet": False, "again": True, "client_hosts": ("a", "b"), "iters": 5}) == [
+        "--again", "--client-hosts", "a,b", "--iters", "5"]

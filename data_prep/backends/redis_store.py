@@ -18,7 +18,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 from data_prep import cache, locations, manifest, redis_cluster, redis_external
-from data_prep.backends import Backend, datum, register
+from data_prep.backends import Backend, datum, phase_name, register
 from data_prep.errors import SourceError
 from data_prep.options import Option
 
@@ -166,10 +166,11 @@ def pipelined(c, keys, *commands):
             yield key, replies[i * n:(i + 1) * n]
 
 
-def records(dest, phase):
-    """(key, Datum bytes) of the artifact at `dest`, in key order; the cluster is started for
-    the reading if it is not up."""
-    cluster = cluster_of(dest)
+def records(dest, phase, cluster=None):
+    """(key, Datum bytes) of the artifact at `dest`, in key order, from `cluster` (a run's: the one
+    its location reaches), else the artifact's own (cluster_of); the cluster is started for the
+    reading if it is not up."""
+    cluster = cluster_of(dest) if cluster is None else cluster
     with cluster.session():
         c = client(cluster)
         try:
@@ -393,9 +394,19 @@ class RedisBackend(datum.DatumBackend, Backend):
         for _, value in records(dest, phase):
             yield datum.decode(value)
 
-    def source(self, dest, phase):
-        cluster = cluster_of(dest)
+    def source(self, dest, phase, cluster=None):
+        """The Data layer's source for one split: in `cluster` (a run's), else the artifact's own."""
+        cluster = cluster_of(dest) if cluster is None else cluster
         return cluster.source(prefix_of(dest, phase, cluster))
+
+    def data_layer(self, dest, dataset, mean_file, read_options=None, source=None, cluster=None):
+        """cluster: the one the run's location reaches (its --cluster), which each phase's source
+        names; without it, the artifact's own (cluster_of)."""
+        if cluster is None or source:
+            return super().data_layer(dest, dataset, mean_file, read_options, source)
+        inner = super()
+        return lambda batch, phase: inner.data_layer(dest, dataset, mean_file, read_options,
+                                                     self.source(dest, phase_name(phase), cluster))(batch, phase)
 
 
 @locations.register
@@ -456,7 +467,7 @@ class RedisClusterLocation(locations.Location):
         else:
             self.started = self.cluster.start(self.rtt_ms, stops_with_caller=self.found is None)
             for phase in ("train", "test"):
-                for _ in records(self.path, phase):
+                for _ in records(self.path, phase, self.cluster):
                     pass
             how = "every record read once over the network"
         self._check_markers()

@@ -7,7 +7,7 @@ in-memory backends could hold it. Every source yields the same thing, a Split pe
 (OpenCV decodes to BGR, so ImageData and convert_imageset give BGR).
 """
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, Iterator, Optional, Tuple
 
 import numpy as np
@@ -60,7 +60,8 @@ class Dataset:
     read: Callable             # (path, seed, count) -> Source: the real format
     default: Callable          # (seed, count) -> Source: used without --source
     standin: bool              # the default is generated, not real data
-    matrix_args: tuple = ()    # run.py arguments its full matrix needs (make DATASET-all), with the reason
+    # RunConfig field values its full matrix needs (make DATASET-all), the reason among them
+    matrix_config: dict = field(default_factory=dict, hash=False)
 
     @property
     def model(self):

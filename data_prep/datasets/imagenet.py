@@ -89,12 +89,12 @@ def standin(seed=0, count=None, test_count=None, num_classes=100):
 # (prefetched batches of 256 227x227 images), leaving ~0.28 GiB for the page cache: PNGs 5.4x,
 # LMDB 8.6x (each record says it: Record.data_over_cache_room). 15,000 iterations take 13
 # minutes on an H100 and far longer where the data path is slower, so the matrix scales them.
-MATRIX_ARGS = ("--count", "12800", "--mem-limit", "1G", "--iters", "150", "--iters-reason",
-               "scaled from the stock 15,000 so one run takes at most ~3 minutes on a 2-core machine "
-               "(15 minutes for image files on the emulated 2016 disk); 150 x 256 = 38,400 images, "
-               "3 epochs of the 12,800-image stand-in")
+MATRIX_CONFIG = {"count": 12800, "mem_limit": "1G", "iters": 150,
+                 "iters_reason": "scaled from the stock 15,000 so one run takes at most ~3 minutes on a 2-core "
+                                 "machine (15 minutes for image files on the emulated 2016 disk); 150 x 256 = "
+                                 "38,400 images, 3 epochs of the 12,800-image stand-in"}
 
 IMAGENET = register(Dataset(
     name="imagenet", label="ImageNet", net="caffenet", color=True, imagefile_keys=True, fits_in_memory=False,
     quick_iters=20, real_format="a tree train/<class>/*, val/*, val.txt",
-    read=read, default=standin, standin=True, matrix_args=MATRIX_ARGS))
+    read=read, default=standin, standin=True, matrix_config=MATRIX_CONFIG))
