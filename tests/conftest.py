@@ -10,6 +10,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 import traceback
 import urllib.parse
 from contextlib import contextmanager
@@ -190,8 +191,8 @@ def backstop_after(seconds):
 
 def every_threads_stack():
     names = {t.ident: t.name for t in threading.enumerate()}
-    return "".join(f"\nThread {names.get(ident, ident)} (most recent call last):\n" + "".join(traceback.format_stack(frame))
-                   for ident, frame in sys._current_frames().items())
+    return "".join(f"\nThread {names.get(ident, ident)} (most recent call last):\n"
+                   + "".join(traceback.format_stack(frame)) for ident, frame in sys._current_frames().items())
 
 
 @contextmanager
@@ -223,8 +224,7 @@ def time_limit(item, phase):
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_setup(item):
     seconds = limit_of(item)
-    os.write(_run_stderr, f"{item.nodeid}: limit {seconds} s (a phase past {backstop_after(seconds)} s "
-                          "ends the run)\n".encode())
+    os.write(_run_stderr, f"{item.nodeid}: limit {seconds} s\n".encode())
     with time_limit(item, "setup"):
         return (yield)
 
@@ -299,6 +299,34 @@ def net_process(net_file, forwards=None, **env):
     args = [] if forwards is None else [str(forwards)]
     return subprocess.Popen([sys.executable, "-c", NET_SCRIPT, str(net_file), *args], env=env, text=True,
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def line_within(p, awaited, deadline):
+    """The next line of child `p`'s stdout ('' once it closed it), read by `deadline` (on
+    time.monotonic()). A child that prints none by then is killed and the test fails, saying
+    what it awaited, with the end of the child's stderr. A reader thread waits, so nothing in
+    the test blocks past the deadline."""
+    got = []
+    reader = threading.Thread(target=lambda: got.append(p.stdout.readline()), daemon=True)
+    reader.start()
+    reader.join(max(0.0, deadline - time.monotonic()))
+    if got:
+        return got[0]
+    p.kill()
+    reader.join(10)  # its pipe closes with the child
+    pytest.fail(f"no line by the deadline: {awaited} (pid {p.pid}, now killed); its stderr ended:\n"
+                f"{stderr_tail(p)}")
+
+
+def stderr_tail(p, seconds=10):
+    """The last 3000 characters of the ended child `p`'s stderr, waited for at most `seconds`."""
+    if p.stderr is None:
+        return "(not captured)"
+    got = []
+    reader = threading.Thread(target=lambda: got.append(p.stderr.read()), daemon=True)
+    reader.start()
+    reader.join(seconds)
+    return got[0][-3000:] if got else f"(still open after {seconds} s)"
 
 
 def run(cmd, **kw):

@@ -1,12 +1,18 @@
 """The suite cannot hang: every test has a time limit over its setup, call and teardown
 (tests/conftest.py), a test past it fails by name with every thread's stack, and a hang the limit
-cannot interrupt (a call into C that never returns) ends the run with the stacks, in bounded time.
-Each case runs pytest on tests written here, with the suite's conftest and a limit of seconds."""
+cannot interrupt (a call into C that never returns) ends the run with the stacks, in bounded time;
+a wait for a child's line has its own deadline. The cases on limits run pytest on tests written
+here, with the suite's conftest and a limit of seconds."""
 import shutil
+import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+import pytest
+
+from conftest import line_within
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -86,3 +92,17 @@ def test_a_hang_in_c_ends_the_run_with_the_tests_name_and_every_threads_stack(tm
     assert "line 8 in test_deadlocks_in_c" in stacks, stacks
     assert "in waits_beside_it" in stacks, stacks  # the other thread's stack too
     assert not (tmp_path / "after-it-ran").exists()
+
+
+@pytest.mark.timeout(60)
+def test_a_wait_for_a_childs_line_ends_at_its_deadline_naming_what_it_awaited():
+    p = subprocess.Popen(["sh", "-c", "echo first; echo why it hangs >&2; exec sleep 120"], text=True,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert line_within(p, "the first line", time.monotonic() + 30) == "first\n"
+    started = time.monotonic()
+    with pytest.raises(pytest.fail.Exception) as failed:
+        line_within(p, "the second line", started + 1)
+    assert time.monotonic() - started < 15
+    assert str(failed.value).startswith(f"no line by the deadline: the second line (pid {p.pid}, now killed)")
+    assert "why it hangs" in str(failed.value)
+    assert p.wait(timeout=10) == -signal.SIGKILL
