@@ -140,6 +140,9 @@ def redis_port():
 # @pytest.mark.timeout(SECONDS) gives a test another limit; IMGSTORE_TEST_TIMEOUT the default.
 DEFAULT_TIMEOUT = int(os.environ.get("IMGSTORE_TEST_TIMEOUT", "900"))
 BACKSTOP_MARGIN_MAX = 60
+# The stderr the run was started with (pytest_configure): fd 2 is pytest's capture file while a
+# test runs, and what the backstop writes there is never shown once it has ended the process.
+_run_stderr = 2
 
 
 class TestTimeout(Exception):
@@ -171,11 +174,6 @@ def pytest_configure(config):
                                        f"({DEFAULT_TIMEOUT} s)")
     global _run_stderr
     _run_stderr = os.dup(2)  # capture is suspended while pytest configures
-
-
-# The stderr the run was started with: fd 2 is pytest's capture file while a test runs, and what
-# the backstop writes there is never shown once it has ended the process.
-_run_stderr = 2
 
 
 def limit_of(item):

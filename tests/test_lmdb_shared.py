@@ -75,9 +75,13 @@ def forward(solvers, n):
 
 
 def finish(p):
-    p.stdin.close()
-    err = p.stderr.read()
-    assert p.wait(timeout=60) == 0, err[-3000:]
+    """Its stdin closed, the solver ends within WAIT_S, exit status 0: its log."""
+    try:
+        _, err = p.communicate(timeout=WAIT_S)  # closes its stdin
+    except subprocess.TimeoutExpired:
+        p.kill()
+        pytest.fail(f"the solver (pid {p.pid}, now killed) did not end within {WAIT_S} s of its stdin's end")
+    assert p.returncode == 0, err[-3000:]
     return err
 
 
