@@ -9,6 +9,9 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
+import time
+import traceback
 import urllib.parse
 from contextlib import contextmanager
 from pathlib import Path
@@ -136,6 +139,10 @@ def redis_port():
 # Every test ends within its limit: a hang is a failure that names the test, never a stuck CI.
 # @pytest.mark.timeout(SECONDS) gives a test another limit; IMGSTORE_TEST_TIMEOUT the default.
 DEFAULT_TIMEOUT = int(os.environ.get("IMGSTORE_TEST_TIMEOUT", "900"))
+BACKSTOP_MARGIN_MAX = 60
+# The stderr the run was started with (pytest_configure): fd 2 is pytest's capture file while a
+# test runs, and what the backstop writes there is never shown once it has ended the process.
+_run_stderr = 2
 
 
 class TestTimeout(Exception):
@@ -165,17 +172,42 @@ def pytest_sessionstart(session):
 def pytest_configure(config):
     config.addinivalue_line("markers", "timeout(seconds): this test's limit instead of the default "
                                        f"({DEFAULT_TIMEOUT} s)")
+    global _run_stderr
+    _run_stderr = os.dup(2)  # capture is suspended while pytest configures
 
 
-@pytest.fixture(autouse=True)
-def _time_limit(request):
-    marker = request.node.get_closest_marker("timeout")
-    seconds = int(marker.args[0]) if marker else DEFAULT_TIMEOUT
+def limit_of(item):
+    marker = item.get_closest_marker("timeout")
+    return int(marker.args[0]) if marker else DEFAULT_TIMEOUT
+
+
+def backstop_after(seconds):
+    """When the hard backstop ends the process, for a limit of `seconds`: past the limit, time for
+    the test's failure and clean-up to run (the limit again, at most BACKSTOP_MARGIN_MAX)."""
+    return seconds + min(seconds, BACKSTOP_MARGIN_MAX)
+
+
+def every_threads_stack():
+    names = {t.ident: t.name for t in threading.enumerate()}
+    return "".join(f"\nThread {names.get(ident, ident)} (most recent call last):\n"
+                   + "".join(traceback.format_stack(frame)) for ident, frame in sys._current_frames().items())
+
+
+@contextmanager
+def time_limit(item, phase):
+    """The test's limit over one phase (setup, call, teardown: a module or session fixture starts
+    and stops in the first and last test's). SIGALRM fails the test by name; a hang SIGALRM cannot
+    interrupt (a C or C++ call that never returns to Python: Caffe runs in the test process in
+    several files) meets the backstop, faulthandler's watchdog, a thread in C: it writes every
+    thread's stack and ends the whole process with exit status 1."""
+    seconds = limit_of(item)
 
     def expired(signum, frame):
-        raise TestTimeout(f"{request.node.nodeid} ran past its {seconds} s limit (stacks of every thread above)")
+        sys.stderr.write(every_threads_stack())
+        raise TestTimeout(f"{item.nodeid} ran past its {seconds} s limit in its {phase} "
+                          "(every thread's stack in its captured stderr)")
     previous = signal.signal(signal.SIGALRM, expired)
-    faulthandler.dump_traceback_later(seconds - 1, exit=False)  # where each thread was, should it hang
+    faulthandler.dump_traceback_later(backstop_after(seconds), exit=True, file=_run_stderr)
     signal.alarm(seconds)
     try:
         yield
@@ -183,6 +215,28 @@ def _time_limit(request):
         signal.alarm(0)
         faulthandler.cancel_dump_traceback_later()
         signal.signal(signal.SIGALRM, previous)
+
+
+# Outside pytest's capture (a hook wrapper of a conftest wraps the capture plugin's), so the name
+# is on the run's own stderr, where the backstop's stacks would follow it.
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item):
+    seconds = limit_of(item)
+    os.write(_run_stderr, f"{item.nodeid}: limit {seconds} s\n".encode())
+    with time_limit(item, "setup"):
+        return (yield)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item):
+    with time_limit(item, "call"):
+        return (yield)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item, nextitem):
+    with time_limit(item, "teardown"):
+        return (yield)
 
 
 def caffe_tool(name):
@@ -243,6 +297,34 @@ def net_process(net_file, forwards=None, **env):
     args = [] if forwards is None else [str(forwards)]
     return subprocess.Popen([sys.executable, "-c", NET_SCRIPT, str(net_file), *args], env=env, text=True,
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def line_within(p, awaited, deadline):
+    """The next line of child `p`'s stdout ('' once it closed it), read by `deadline` (on
+    time.monotonic()). A child that prints none by then is killed and the test fails, saying
+    what it awaited, with the end of the child's stderr. A reader thread waits, so nothing in
+    the test blocks past the deadline."""
+    got = []
+    reader = threading.Thread(target=lambda: got.append(p.stdout.readline()), daemon=True)
+    reader.start()
+    reader.join(max(0.0, deadline - time.monotonic()))
+    if got:
+        return got[0]
+    p.kill()
+    reader.join(10)  # its pipe closes with the child
+    pytest.fail(f"no line by the deadline: {awaited} (pid {p.pid}, now killed); its stderr ended:\n"
+                f"{stderr_tail(p)}")
+
+
+def stderr_tail(p, seconds=10):
+    """The last 3000 characters of the ended child `p`'s stderr, waited for at most `seconds`."""
+    if p.stderr is None:
+        return "(not captured)"
+    got = []
+    reader = threading.Thread(target=lambda: got.append(p.stderr.read()), daemon=True)
+    reader.start()
+    reader.join(seconds)
+    return got[0][-3000:] if got else f"(still open after {seconds} s)"
 
 
 def run(cmd, **kw):

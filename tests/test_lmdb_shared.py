@@ -17,7 +17,7 @@ import time
 
 import pytest
 
-from conftest import ROOT, run
+from conftest import ROOT, line_within, run
 from test_lmdb_read import SIZES, databases, net_file, sequence  # noqa: F401 (a fixture)
 
 # A solver's Data layer, driven over stdin: "N" runs N forward passes and prints the records'
@@ -36,6 +36,11 @@ for line in sys.stdin:
 """
 
 
+# How long a line from a solver is waited for: its net built, or its forward passes' records.
+# Minutes more than any takes on the 2-core CI machine, well inside the test's limit.
+WAIT_S = 300
+
+
 def rings():
     return glob.glob("/dev/shm/caffe-lmdb-shared-*")
 
@@ -51,7 +56,8 @@ def driver(net):
     env = dict(os.environ, GLOG_minloglevel="0", GLOG_logtostderr="1")
     p = subprocess.Popen([sys.executable, "-c", DRIVER, str(net)], env=env, text=True,
                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    assert p.stdout.readline().strip() == "ready", p.stderr.read()[-3000:]
+    ready = line_within(p, "'ready' from a solver building its net", time.monotonic() + WAIT_S)
+    assert ready.strip() == "ready", p.stderr.read()[-3000:]
     return p
 
 
@@ -61,16 +67,21 @@ def forward(solvers, n):
     for p in solvers:
         p.stdin.write(f"{n}\n")
         p.stdin.flush()
-    lines = [p.stdout.readline() for p in solvers]
+    deadline = time.monotonic() + WAIT_S
+    lines = [line_within(p, f"the records of {n} forward passes", deadline) for p in solvers]
     for p, line in zip(solvers, lines):
         assert line, p.stderr.read()[-3000:]
     return [json.loads(line) for line in lines]
 
 
 def finish(p):
-    p.stdin.close()
-    err = p.stderr.read()
-    assert p.wait(timeout=60) == 0, err[-3000:]
+    """Its stdin closed, the solver ends within WAIT_S, exit status 0: its log."""
+    try:
+        _, err = p.communicate(timeout=WAIT_S)  # closes its stdin
+    except subprocess.TimeoutExpired:
+        p.kill()
+        pytest.fail(f"the solver (pid {p.pid}, now killed) did not end within {WAIT_S} s of its stdin's end")
+    assert p.returncode == 0, err[-3000:]
     return err
 
 
@@ -200,7 +211,8 @@ def test_solvers_stopped_together_and_continued_go_on_as_if_never_stopped(databa
         os.kill(p.pid, signal.SIGCONT)
     slow.stdin.write("40\n")
     slow.stdin.flush()
-    lines = [p.stdout.readline() for p in group]
+    deadline = time.monotonic() + WAIT_S
+    lines = [line_within(p, "the records of 40 forward passes after SIGCONT", deadline) for p in group]
     for p, line in zip(group, lines):
         assert line, p.stderr.read()[-3000:]  # it stopped: "writes nothing", say
     logs = [finish(p) for p in group]

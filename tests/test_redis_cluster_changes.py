@@ -6,10 +6,11 @@ import hashlib
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 
-from conftest import ROOT, redis_port_in_environment, run
+from conftest import ROOT, line_within, redis_port_in_environment, run
 
 STEP_SCRIPT = """
 import hashlib, sys, caffe
@@ -22,6 +23,11 @@ for line in sys.stdin:
             print(hashlib.sha1(row.tobytes()).hexdigest() + ":" + str(int(label)), flush=True)
     print("step", flush=True)
 """
+
+
+# How long a line from a Stepper is waited for: its net built, or a step's records. Minutes more
+# than any takes on the 2-core CI machine, well inside the test's limit.
+WAIT_S = 300
 
 
 @pytest.fixture(scope="module")
@@ -63,13 +69,15 @@ class Stepper:
         env = dict(os.environ, GLOG_minloglevel="0", GLOG_logtostderr="1")
         self.p = subprocess.Popen([sys.executable, "-c", STEP_SCRIPT, str(net)], env=env, text=True,
                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        assert self.p.stdout.readline().strip() == "ready", self.p.stderr.read()
+        ready = line_within(self.p, "'ready' from a net being built", time.monotonic() + WAIT_S)
+        assert ready.strip() == "ready", self.p.stderr.read()
 
     def forward(self, n):
         self.p.stdin.write(f"{n}\n")
         self.p.stdin.flush()
-        out = []
-        while (line := self.p.stdout.readline().strip()) != "step":
+        out, deadline = [], time.monotonic() + WAIT_S
+        awaited = f"the records of {n} forward passes, then 'step'"
+        while (line := line_within(self.p, awaited, deadline).strip()) != "step":
             assert line, f"the net died: {self.p.stderr.read()[-3000:]}"
             out.append(line)
         return out
@@ -191,7 +199,6 @@ def test_a_silent_node_behind_the_proxy_is_named_not_just_the_proxy(own, tmp_pat
     names the node behind it and its log. The node is stopped (SIGSTOP) once training runs."""
     import signal
     import threading
-    import time
     from experiments import run
     from experiments.record import recorded
     cluster, dest = own
