@@ -217,12 +217,9 @@ def time_limit(item, phase):
         signal.signal(signal.SIGALRM, previous)
 
 
-# Outside pytest's capture (a hook wrapper of a conftest wraps the capture plugin's), so the name
-# is on the run's own stderr, where the backstop's stacks would follow it.
+# The backstop's stacks name the hung test by its frames (file, line, function): no line per test.
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_setup(item):
-    seconds = limit_of(item)
-    os.write(_run_stderr, f"{item.nodeid}: limit {seconds} s\n".encode())
     with time_limit(item, "setup"):
         return (yield)
 

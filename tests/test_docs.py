@@ -147,6 +147,14 @@ def test_the_readme_answer_is_generated_from_the_records():
     assert (ROOT / answer.FIGURE).exists() and answer.FIGURE in text
 
 
+def test_the_testing_page_names_every_test_file():
+    """docs/testing.md says which tests hold which claim: a test file it does not name holds nothing a
+    reader can find."""
+    page = (ROOT / "docs" / "testing.md").read_text()
+    unnamed = [p.name for p in sorted((ROOT / "tests").glob("test_*.py")) if f"`{p.name}`" not in page]
+    assert not unnamed, f"docs/testing.md names no claim for {', '.join(unnamed)}"
+
+
 def test_the_site_stages_the_archived_reports_each_labelled_with_the_folder_that_superseded_it(tmp_path):
     import importlib.util
     import tomllib
