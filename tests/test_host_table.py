@@ -1,0 +1,104 @@
+"""Hosts of another shape in make host-check (a cpuset, a CPU quota: benchmarks/host_check.py),
+the prediction's cores under them (experiments/prediction.py), and the cross-host table
+(analysis/hosts_table.py) on records made for it."""
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT
+from benchmarks import host_check
+from experiments import cgroup, prediction, proctrack
+from experiments import run as run_cli
+from experiments.record import Record
+from monitor import cpu_probe
+
+PIXELS, FILES = cpu_probe.PIXELS, cpu_probe.FILES
+CAPACITY_CELL = next(c for c in host_check.CELLS if c.capacity)
+
+
+def made(probe, prefetch_cpu=0.5, limits=None, cores=2):
+    """One CIFAR-10 LMDB run (batch 100, 1,000 iterations at 1 ms each: 100,000 images/s eaten)
+    whose prefetch thread spent prefetch_cpu CPU seconds, as run.py writes it."""
+    return Record(run_id=f"cifar10-lmdb-{prefetch_cpu}", dataset="cifar10", backend="lmdb", cache="warm", status="ok",
+                  solver_seconds=1.0, au=0.99, iterations_setting=1000, limits=limits or {},
+                  compute={"mode": "emulated", "accelerator": "h100", "ms_per_iteration": 1.0},
+                  process={"thread_cpu_seconds": {proctrack.PREFETCH: prefetch_cpu, proctrack.SOLVER: 0.2}},
+                  environment={"cpu_cores": cores, "cpu_probe": probe})
+
+
+def dry_run(*flags):
+    return subprocess.run([sys.executable, str(ROOT / "benchmarks" / "host_check.py"), "--dry-run", *flags],
+                          capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.parametrize("flags, word, asked", [(("--cpus", "1"), "-1c-cpuset-probe<N>", ("cpus", 1)),
+                                                (("--cpu-quota", "0.5"), "-0.5c-quota-probe<N>", ("cpu_quota", 0.5))])
+def test_a_shaped_check_runs_every_run_and_its_probe_under_the_limit(flags, word, asked):
+    out = dry_run(*flags)
+    assert out.returncode == 0, out.stderr
+    runs = [line for line in out.stdout.splitlines() if "experiments/run.py" in line]
+    assert len(runs) == len(host_check.CELLS) * host_check.ROUNDS
+    for line in runs:
+        a = run_cli.parser().parse_args(line.split("run.py ")[1].replace("--iters-reason cut to fit make host-check",
+                                                                        "").split())
+        assert getattr(a, asked[0]) == asked[1], line
+        assert a.out.endswith(word), a.out
+    assert "cpu probe x 3 in a cgroup: " in out.stdout
+
+
+def test_one_shape_at_a_time_and_within_the_host():
+    out = dry_run("--cpus", "1", "--cpu-quota", "0.5")
+    assert out.returncode == 2 and "one shape at a time" in out.stderr
+    out = dry_run("--cpus", str(os.cpu_count() + 1))
+    assert out.returncode == 2 and f"1 to this host's {os.cpu_count()} cores" in out.stderr
+    out = dry_run("--cpu-quota", "0")
+    assert out.returncode == 2 and "--cpu-quota: above 0" in out.stderr
+
+
+def test_host_folders_say_the_shape():
+    assert host_check.host_name("AMD EPYC", 2, 727.9) == "AMD-EPYC-2c-probe728"
+    assert host_check.host_name("AMD EPYC", 2, 731.2, {"cpus": 1}) == "AMD-EPYC-1c-cpuset-probe731"
+    assert host_check.host_name("AMD EPYC", 2, 364.4, {"cpu_quota": 0.5}) == "AMD-EPYC-0.5c-quota-probe364"
+    assert host_check.limited_cores(2, {"cpus": 1}) == 1 and host_check.limited_cores(2, {"cpu_quota": 0.5}) == 0.5
+    assert host_check.limited_cores(16, {}) == 16
+
+
+def test_the_probe_runs_in_the_limits_cgroup():
+    """The probe under a quota of a fifth of a core: the kernel throttled its group (it would not,
+    had the probe run outside it); under a cpuset of one core, the group held core 0 only."""
+    if cgroup.version() is None or not os.access(cgroup.CGROUP_ROOT, os.W_OK):
+        pytest.skip("needs root and a cgroup hierarchy")
+    medians, probes, limit = host_check.measure_probe(1, {"cpu_quota": 0.2})
+    assert PIXELS in medians, probes
+    assert limit["throttling"]["throttled_periods"] > 0, limit
+    _, _, limit = host_check.measure_probe(1, {"cpus": 1})
+    assert limit["applied"].get("cpuset.cpus") == "0-0" and limit["throttling"] is None, limit
+
+
+def test_the_capacity_row_under_a_quota_counts_the_quota_once():
+    """2-core reference: one prefetch thread delivers 200,000 images per CPU second, 0.5 s per run.
+    Under a quota of half a core the probe ran at half speed and each CPU second is as fast as
+    before: predicted and measured N are both a quarter of the 2-core host's."""
+    reference = [made({PIXELS: 600})]
+    n_there = prediction.cpu_allows_measured(reference)[0]
+    here = [made({PIXELS: 600}, limits={"cpu_quota": 0.5})]  # run.py's records carry the unlimited probe
+    row = host_check.compare(CAPACITY_CELL, ("ref", reference), here, {PIXELS: 300}, 0.5, {"cpu_quota": 0.5})
+    assert row["predicted_cpu_allows"] == pytest.approx(n_there / 4)
+    assert row["measured_cpu_allows"] == pytest.approx(n_there / 4)
+
+
+def test_the_capacity_row_under_a_cpuset_has_its_cores():
+    reference = [made({PIXELS: 600})]
+    n_there = prediction.cpu_allows_measured(reference)[0]
+    here = [made({PIXELS: 600}, limits={"cpus": 1})]
+    row = host_check.compare(CAPACITY_CELL, ("ref", reference), here, {PIXELS: 600}, 1, {"cpus": 1})
+    assert row["predicted_cpu_allows"] == pytest.approx(n_there / 2)
+    assert row["measured_cpu_allows"] == pytest.approx(n_there / 2)
+
+
+def test_probe_cores_under_a_quota():
+    assert prediction.probe_cores(2) == 2 and prediction.probe_cores(1, None) == 1
+    assert prediction.probe_cores(0.5, 0.5) == 1.0  # the probe already ran at half a core
+    assert prediction.probe_cores(1.5, 1.5) == 1.5  # one thread ran at full speed: 1.5 cores' worth
