@@ -47,6 +47,7 @@ from pathlib import Path
 
 import catalogue
 from analysis import capacity
+from analysis.hosts_table import limited_cores, shape_label, shape_word
 from data_prep import build
 import processes
 from experiments import cgroup, prediction, record, runner
@@ -104,31 +105,6 @@ def host_name(cpu_model, cores, pixels, shape=None):
 def shape_of(a):
     """The limit a check runs under, as run.py's flags name it: {"cpus": N}, {"cpu_quota": F} or {}."""
     return {k: v for k, v in (("cpus", a.cpus), ("cpu_quota", a.cpu_quota)) if v is not None}
-
-
-def shape_word(cores, shape=None):
-    """2c (the whole host), 1c-cpuset, 0.5c-quota: the cores the limit leaves, and which limit."""
-    shape = shape or {}
-    if "cpus" in shape:
-        return f"{shape['cpus']}c-cpuset"
-    if "cpu_quota" in shape:
-        return f"{shape['cpu_quota']:g}c-quota"
-    return f"{cores}c"
-
-
-def shape_label(cores, shape=None):
-    shape = shape or {}
-    if "cpus" in shape:
-        return f"a cpuset of {shape['cpus']} of its {cores} cores"
-    if "cpu_quota" in shape:
-        return f"a CPU quota of {shape['cpu_quota']:g} cores on its {cores}"
-    return f"{cores} cores"
-
-
-def limited_cores(cores, shape=None):
-    """The cores a check under `shape` has: the cpuset's, the quota's (cores' worth of CPU time), or the host's."""
-    shape = shape or {}
-    return shape.get("cpus") or shape.get("cpu_quota") or cores
 
 
 def run_argv(cell, repeat, a, out):

@@ -1,6 +1,7 @@
 """Hosts of another shape in make host-check (a cpuset, a CPU quota: benchmarks/host_check.py),
 the prediction's cores under them (experiments/prediction.py), and the cross-host table
 (analysis/hosts_table.py) on records made for it."""
+import json
 import os
 import subprocess
 import sys
@@ -8,6 +9,7 @@ import sys
 import pytest
 
 from conftest import ROOT
+from analysis import hosts_table
 from benchmarks import host_check
 from experiments import cgroup, prediction, proctrack
 from experiments import run as run_cli
@@ -61,8 +63,8 @@ def test_host_folders_say_the_shape():
     assert host_check.host_name("AMD EPYC", 2, 727.9) == "AMD-EPYC-2c-probe728"
     assert host_check.host_name("AMD EPYC", 2, 731.2, {"cpus": 1}) == "AMD-EPYC-1c-cpuset-probe731"
     assert host_check.host_name("AMD EPYC", 2, 364.4, {"cpu_quota": 0.5}) == "AMD-EPYC-0.5c-quota-probe364"
-    assert host_check.limited_cores(2, {"cpus": 1}) == 1 and host_check.limited_cores(2, {"cpu_quota": 0.5}) == 0.5
-    assert host_check.limited_cores(16, {}) == 16
+    assert hosts_table.limited_cores(2, {"cpus": 1}) == 1 and hosts_table.limited_cores(2, {"cpu_quota": 0.5}) == 0.5
+    assert hosts_table.limited_cores(16, {}) == 16
 
 
 def test_the_probe_runs_in_the_limits_cgroup():
@@ -102,3 +104,74 @@ def test_probe_cores_under_a_quota():
     assert prediction.probe_cores(2) == 2 and prediction.probe_cores(1, None) == 1
     assert prediction.probe_cores(0.5, 0.5) == 1.0  # the probe already ran at half a core
     assert prediction.probe_cores(1.5, 1.5) == 1.5  # one thread ran at full speed: 1.5 cores' worth
+
+
+def cell(name, predicted, measured, bound="data path", reference=None, n=3):
+    """One row of a host-check.json, as benchmarks/host_check.py compare() writes it."""
+    return {"cell": name, "bound": bound, "reference_s": reference or predicted, "predicted_s": predicted,
+            "measured_s": measured, "measured_n": n if measured is not None else 0}
+
+
+def check(pixels, rows, cores=2, shape=None, model="AMD EPYC"):
+    return {"medians": {PIXELS: pixels, FILES: 50_000}, "cores": hosts_table.limited_cores(cores, shape),
+            "host_cores": cores, "shape": shape or {}, "cpu_model": model, "rows": rows}
+
+
+def write_checks(root, checks):
+    for name, c in checks.items():
+        (root / name).mkdir(parents=True)
+        (root / name / "host-check.json").write_text(json.dumps(c))
+
+
+def made_checks():
+    """Host A checked twice (probes 700 and 720: 3% apart, one host), the same VM as a 1-core cpuset
+    (another shape: host B), and another VM of the same CPU model, probe 500 (host C)."""
+    capacity = dict(cell("cifar10-lmdb-capacity", 1.8, 1.8, bound="compute"), predicted_cpu_allows=10.0,
+                    measured_cpu_allows=7.0)
+    return {"AMD-EPYC-2c-probe700": check(700, [cell("mnist-images", 10.0, 11.0), cell("cifar10-images", 8.0, 9.6),
+                                                cell("mnist-lmdb", 5.8, 5.8, bound="compute"), capacity]),
+            "AMD-EPYC-2c-probe720": check(720, [cell("mnist-images", 10.0, 10.5), cell("cifar10-images", 8.0, None)]),
+            "AMD-EPYC-1c-cpuset-probe710": check(710, [cell("mnist-images", 10.0, 10.2)], shape={"cpus": 1}),
+            # compute-bound at its reference, but slow enough here that the data path comes out: judged
+            "AMD-EPYC-2c-probe500": check(500, [cell("mnist-lmdb", 7.0, 9.0, bound="compute", reference=5.8)])}
+
+
+def test_the_table_groups_checks_by_host_and_judges_the_data_path_bound_cells(tmp_path):
+    write_checks(tmp_path, made_checks())
+    checks = hosts_table.load_checks(tmp_path)
+    hosts = hosts_table.group_hosts(checks)
+    assert sorted(sorted(c["folder"] for c in h) for h in hosts) == [
+        ["AMD-EPYC-1c-cpuset-probe710"], ["AMD-EPYC-2c-probe500"], ["AMD-EPYC-2c-probe700", "AMD-EPYC-2c-probe720"]]
+    rows = hosts_table.rows(checks)
+    judged = {(r["folder"], r["cell"]): r["within"] for r in rows if r["data_path"]}
+    assert judged == {("AMD-EPYC-2c-probe700", "mnist-images"): True,       # 1.10
+                      ("AMD-EPYC-2c-probe700", "cifar10-images"): False,    # 1.20
+                      ("AMD-EPYC-2c-probe720", "mnist-images"): True,       # 1.05 (its cifar10 cell not measured)
+                      ("AMD-EPYC-1c-cpuset-probe710", "mnist-images"): True,
+                      ("AMD-EPYC-2c-probe500", "mnist-lmdb"): False}        # 1.29, judged: predicted > reference
+    assert [r["label"] for r in rows if r["folder"] == "AMD-EPYC-1c-cpuset-probe710"] == \
+        ["A: AMD EPYC, a cpuset of 1 of its 2 cores, probe 710"]  # hosts lettered in folder order
+    text = hosts_table.block(checks)
+    assert ("3 hosts (4 checks): data-path-bound cells within 15%: 3 of 5 (host A: holds on all 1; "
+            "host B: misses mnist-lmdb (1.29); host C: misses cifar10-images (1.20)); compute-bound cells (not judged): 2 of 2 within; "
+            "the N the data path's CPU allows: 0 of 1 within.") in text
+    assert "| C: AMD EPYC, 2 cores, probe 700 | cifar10-lmdb-capacity | 10.0 | 7.0 | 0.700 |" in text
+
+
+def test_probes_further_apart_than_one_hosts_noise_are_two_hosts():
+    one = [check(700, []), check(734, [])]      # 4.7% apart
+    two = [check(700, []), check(740, [])]      # 5.6% apart
+    other_model = [check(700, []), check(700, [], model="Intel Xeon")]
+    assert [len(h) for h in hosts_table.group_hosts(one)] == [2]
+    assert [len(h) for h in hosts_table.group_hosts(two)] == [1, 1]
+    assert [len(h) for h in hosts_table.group_hosts(other_model)] == [1, 1]
+
+
+def test_the_block_in_the_docs_is_the_one_the_records_make():
+    """docs/emulation.md's cross-host block regenerated from every committed host-check.json:
+    a check committed without `analysis/hosts_table.py --write` fails here."""
+    page = hosts_table.PAGE.read_text()
+    assert hosts_table.BEGIN in page and hosts_table.END in page
+    shown = page.split(hosts_table.BEGIN + "\n", 1)[1].split(hosts_table.END, 1)[0]
+    assert shown == hosts_table.block(hosts_table.load_checks()), \
+        "docs/emulation.md's host checks are stale: run .venv/bin/python -m analysis.hosts_table --write"
