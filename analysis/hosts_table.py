@@ -162,7 +162,8 @@ def summary(checks, found, capacity):
     hosts = group_hosts(checks)
     judged = [r for r in found if r["data_path"]]
     compute = [r for r in found if not r["data_path"]]
-    text = (f"{len(hosts)} host{'s' if len(hosts) != 1 else ''} ({len(checks)} check{'s' if len(checks) != 1 else ''}): "
+    text = (f"{len(hosts)} host{'s' if len(hosts) != 1 else ''} "
+            f"({len(checks)} check{'s' if len(checks) != 1 else ''}): "
             f"data-path-bound cells within {GOAL:.0%}: {sum(r['within'] for r in judged)} of {len(judged)}"
             + (f" ({holds_words(found)})" if judged else "")
             + f"; compute-bound cells (not judged): {sum(r['within'] for r in compute)} of {len(compute)} within")

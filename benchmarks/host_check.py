@@ -30,8 +30,8 @@ the shape being <cores>c, <N>c-cpuset or <F>c-quota, with benchmarks/host_check_
 (this host's probe) and host-check.json (the table's numbers). A check run again on the same
 host gets a folder of its own (its probe differs by noise); the cross-host table
 (analysis/hosts_table.py) counts checks of one CPU model and shape whose probes lie within one
-host's noise as one host. Runs already recorded there are kept (run.py skips them), so a check cut short goes on
-where it stopped. Exit status: 0 every run finished; 1 a run failed; 2 refused (bad input).
+host's noise as one host. Runs already recorded in a folder are kept (run.py skips them), so a
+check cut short goes on where it stopped. Exit status: 0 every run finished; 1 a run failed; 2 refused (bad input).
 """
 import argparse
 import dataclasses
@@ -46,10 +46,10 @@ import time
 from pathlib import Path
 
 import catalogue
+import processes
 from analysis import capacity
 from analysis.hosts_table import limited_cores, shape_label, shape_word
 from data_prep import build
-import processes
 from experiments import cgroup, prediction, record, runner
 from experiments.config import RunConfig, arguments
 from monitor import cpu_probe
@@ -143,8 +143,11 @@ def reference_runs(cell, folder=None):
     return [r for r in record.load([folder]) if r.ok and cell.matches(r)] if folder.exists() else []
 
 
-def here_runs(cell, out):
-    return [r for r in record.load([out]) if r.ok and cell.matches(r)] if Path(out).exists() else []
+def here_runs(cell, out, shape=None):
+    """The cell's ok runs in `out` made under `shape`'s limit (none: unlimited)."""
+    def limited_so(r):
+        return all((r.limits or {}).get(k) == (shape or {}).get(k) for k in ("cpus", "cpu_quota"))
+    return [r for r in record.load([out]) if r.ok and cell.matches(r) and limited_so(r)] if Path(out).exists() else []
 
 
 def measure_probe(repeats=PROBE_REPEATS, shape=None):
@@ -241,7 +244,8 @@ def fmt(x, spec=".2f"):
 
 
 def table(rows, here_probe, name, warnings=(), shape=""):
-    head = (f"host-check: {name}{'; ' + shape if shape else ''}; probe here {fmt(here_probe.get(cpu_probe.PIXELS), '.0f')} images/s (pixels), "
+    head = (f"host-check: {name}{'; ' + shape if shape else ''}; "
+            f"probe here {fmt(here_probe.get(cpu_probe.PIXELS), '.0f')} images/s (pixels), "
             f"{fmt(here_probe.get(cpu_probe.FILES), '.0f')} small files/s; within {TOLERANCE:.0%}: applies")
     lines = [f"warning: {w}" for w in warnings] + [head, "", "| cell | reference (n) | bound there | probe there/here | "
              "predicted s | measured s (n) | measured/predicted | AU predicted / measured | verdict |",
@@ -343,7 +347,7 @@ def chosen_cells(p, a):
 def report(cells, a, out, host, log=print):
     """The table from the records under `out` and its probe file; host: its probe, cores, CPU model."""
     shape = host.get("shape") or {}
-    rows = [compare(c, (a.reference or c.reference, reference_runs(c, a.reference)), here_runs(c, out),
+    rows = [compare(c, (a.reference or c.reference, reference_runs(c, a.reference)), here_runs(c, out, shape),
                     host["medians"], host["cores"], shape) for c in cells]
     (out / "host-check.json").write_text(json.dumps(dict(host, host=out.name, rows=rows), indent=1))
     log(table(rows, host["medians"], out.name, host.get("warnings", ()),

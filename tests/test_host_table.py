@@ -11,7 +11,7 @@ import pytest
 from conftest import ROOT
 from analysis import hosts_table
 from benchmarks import host_check
-from experiments import cgroup, prediction, proctrack
+from experiments import cgroup, prediction, proctrack, record
 from experiments import run as run_cli
 from experiments.record import Record
 from monitor import cpu_probe
@@ -100,6 +100,16 @@ def test_the_capacity_row_under_a_cpuset_has_its_cores():
     assert row["measured_cpu_allows"] == pytest.approx(n_there / 2)
 
 
+def test_a_shaped_check_counts_only_the_runs_made_under_its_limit(tmp_path):
+    """A folder holding the capacity cell's runs unlimited and under a 1-core cpuset: each check
+    reads its own."""
+    for i, limits in enumerate(({}, {"cpus": 1}, {"cpu_quota": 0.5})):  # prefetch_cpu: distinct run ids
+        record.append(tmp_path / "cifar10" / "records.jsonl", made({PIXELS: 600}, prefetch_cpu=0.5 + i, limits=limits))
+    found = {tuple(sorted(r.limits.items())) for r in host_check.here_runs(CAPACITY_CELL, tmp_path, {"cpus": 1})}
+    assert found == {(("cpus", 1),)}
+    assert [r.limits for r in host_check.here_runs(CAPACITY_CELL, tmp_path)] == [{}]
+
+
 def test_probe_cores_under_a_quota():
     assert prediction.probe_cores(2) == 2 and prediction.probe_cores(1, None) == 1
     assert prediction.probe_cores(0.5, 0.5) == 1.0  # the probe already ran at half a core
@@ -153,7 +163,8 @@ def test_the_table_groups_checks_by_host_and_judges_the_data_path_bound_cells(tm
         ["A: AMD EPYC, a cpuset of 1 of its 2 cores, probe 710"]  # hosts lettered in folder order
     text = hosts_table.block(checks)
     assert ("3 hosts (4 checks): data-path-bound cells within 15%: 3 of 5 (host A: holds on all 1; "
-            "host B: misses mnist-lmdb (1.29); host C: misses cifar10-images (1.20)); compute-bound cells (not judged): 2 of 2 within; "
+            "host B: misses mnist-lmdb (1.29); host C: misses cifar10-images (1.20)); "
+            "compute-bound cells (not judged): 2 of 2 within; "
             "the N the data path's CPU allows: 0 of 1 within.") in text
     assert "| C: AMD EPYC, 2 cores, probe 700 | cifar10-lmdb-capacity | 10.0 | 7.0 | 0.700 |" in text
 
