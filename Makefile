@@ -17,7 +17,7 @@ CAPACITY_BACKENDS ?= lmdb,images,redis
 CAPACITY_ARGS ?= --iters 1000 --max 48
 # for make peers-compare: benchmarks/peers.py's flags
 PEERS_ARGS ?=
-# for make host-check: benchmarks/host_check.py's flags, e.g. HOST_CHECK_ARGS="--dry-run"
+# for make host-check: benchmarks/host_check.py's flags, e.g. HOST_CHECK_ARGS="--dry-run" or "--cpus 1" (another shape)
 HOST_CHECK_ARGS ?=
 
 .PHONY: help setup caffe caffe-gpu caffe-gtest venv data-deps test redis-start redis-stop calibration capacity host-check \

@@ -29,6 +29,7 @@ COMMANDS = (
             "the capacity question over several client hosts and one Redis Cluster"),
     Command("host-check", "benchmarks.host_check",
             "do the committed answers apply to this host? probe, predict, measure"),
+    Command("hosts-table", "analysis.hosts_table", "predicted against measured on every host checked (--write: the docs)"),
     Command("calibrate", "benchmarks.calibration", "the emulated machines' fits checked, and the fidelity table"),
     Command("peers", "benchmarks.peers", "Caffe's data path beside DALI and PyTorch's DataLoader (needs make peers)"),
     Command("report", "analysis.report", "the paper's figures and tables from a results folder's records"),

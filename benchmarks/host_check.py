@@ -12,6 +12,8 @@ reference's) or moves (and whether the prediction saw it coming).
   python benchmarks/host_check.py --cells mnist-lmdb --rounds 1
   python benchmarks/host_check.py --reference FOLDER      # another host's check as reference
   python benchmarks/host_check.py --report --out FOLDER   # the table again from a folder it wrote, nothing run
+  python benchmarks/host_check.py --cpus 1                # a host of another shape: one core (a cpuset)
+  python benchmarks/host_check.py --cpu-quota 0.5         # half of one core's time (a CPU quota)
 
 The cells (emulated H100, warm page cache): MNIST LMDB (compute-bound: should not move with the
 probe), MNIST and CIFAR-10 image files (data-path-bound on the per-file work), ImageNet LMDB
@@ -19,10 +21,17 @@ probe), MNIST and CIFAR-10 image files (data-path-bound on the per-file work), I
 solvers the data path's CPU allows on this host's cores (analysis/capacity.py cpu_allows).
 Each cell's reference is the newest committed folder that holds it with CPU probes (REFERENCE).
 
-Records land in the catalogue's host-check folder, in <CPU model>-<cores>c-probe<images/s>/ (one per host),
-with benchmarks/host_check_probe.json (this host's probe) and host-check.json (the table's
-numbers). Runs already recorded there are kept (run.py skips them), so a check cut short goes on
-where it stopped. Exit status: 0 every run finished; 1 a run failed; 2 refused (bad input).
+A host of another shape is simulated with --cpus N (a cpuset of N cores) or --cpu-quota F (F
+cores' worth of CPU time, all threads together): the probe and every run then run under the
+same limit (a cgroup; root), and the shape is in host-check.json and the folder's name.
+
+Records land in the catalogue's host-check folder, in <CPU model>-<shape>-probe<images/s>/,
+the shape being <cores>c, <N>c-cpuset or <F>c-quota, with benchmarks/host_check_probe.json
+(this host's probe) and host-check.json (the table's numbers). A check run again on the same
+host gets a folder of its own (its probe differs by noise); the cross-host table
+(analysis/hosts_table.py) counts checks of one CPU model and shape whose probes lie within one
+host's noise as one host. Runs already recorded in a folder are kept (run.py skips them), so a
+check cut short goes on where it stopped. Exit status: 0 every run finished; 1 a run failed; 2 refused (bad input).
 """
 import argparse
 import dataclasses
@@ -32,13 +41,16 @@ import re
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 import catalogue
+import processes
 from analysis import capacity
+from analysis.hosts_table import limited_cores, shape_label, shape_word
 from data_prep import build
-from experiments import prediction, record, runner
+from experiments import cgroup, prediction, record, runner
 from experiments.config import RunConfig, arguments
 from monitor import cpu_probe
 
@@ -83,16 +95,23 @@ CELLS = [Cell("mnist-lmdb", "mnist", "lmdb", 5000, GPU_STEP_CELLS, 12),
 PREPARE_S = {"mnist": 10, "cifar10": 15, "imagenet": 20}  # a dataset's backends prepared where missing (2 cores)
 
 
-def host_name(cpu_model, cores, pixels):
-    """This host's folder name under the catalogue's host-check: the CPU model, its cores and its pixel probe."""
+def host_name(cpu_model, cores, pixels, shape=None):
+    """This host's folder name under the catalogue's host-check: the CPU model, its shape
+    (shape_word) and its pixel probe."""
     model = re.sub(r"[^A-Za-z0-9]+", "-", re.sub(r"\((R|TM)\)", "", cpu_model or "unknown-cpu")).strip("-")
-    return f"{model}-{cores}c-probe{round(pixels) if pixels else 'unknown'}"
+    return f"{model}-{shape_word(cores, shape)}-probe{round(pixels) if pixels else 'unknown'}"
+
+
+def shape_of(a):
+    """The limit a check runs under, as run.py's flags name it: {"cpus": N}, {"cpu_quota": F} or {}."""
+    return {k: v for k, v in (("cpus", a.cpus), ("cpu_quota", a.cpu_quota)) if v is not None}
 
 
 def run_argv(cell, repeat, a, out):
     config = RunConfig(cell.dataset, cell.backend, "warm", accelerator=ACCELERATOR, iters=cell.iters,
                        iters_reason="cut to fit make host-check", repeats=repeat, data=str(a.data), out=str(out),
-                       quiet=True, count=IMAGENET_COUNT if cell.dataset == "imagenet" else None, gpu=a.gpu)
+                       quiet=True, count=IMAGENET_COUNT if cell.dataset == "imagenet" else None, gpu=a.gpu,
+                       cpus=a.cpus, cpu_quota=a.cpu_quota)
     return [sys.executable, str(ROOT / "experiments" / "run.py")] + arguments(config)
 
 
@@ -124,28 +143,53 @@ def reference_runs(cell, folder=None):
     return [r for r in record.load([folder]) if r.ok and cell.matches(r)] if folder.exists() else []
 
 
-def here_runs(cell, out):
-    return [r for r in record.load([out]) if r.ok and cell.matches(r)] if Path(out).exists() else []
+def here_runs(cell, out, shape=None):
+    """The cell's ok runs in `out` made under `shape`'s limit (none: unlimited)."""
+    def limited_so(r):
+        return all((r.limits or {}).get(k) == (shape or {}).get(k) for k in ("cpus", "cpu_quota"))
+    return [r for r in record.load([out]) if r.ok and cell.matches(r) and limited_so(r)] if Path(out).exists() else []
 
 
-def measure_probe(repeats=PROBE_REPEATS):
-    """{work: median images/s} over `repeats` probes, and the probes themselves."""
-    probes = [cpu_probe.measure() for _ in range(repeats)]
+def measure_probe(repeats=PROBE_REPEATS, shape=None):
+    """{work: median images/s} over `repeats` probes, the probes themselves and, under `shape`'s
+    limit (a cgroup, as run.py puts its runs in) where one is given, what the limit did
+    (probes_limited), else None."""
+    probes, limit = probes_limited(repeats, shape) if shape else ([cpu_probe.measure() for _ in range(repeats)], None)
     medians = {w: statistics.median(p[w] for p in probes if w in p)
                for w in (cpu_probe.PIXELS, cpu_probe.FILES) if any(w in p for p in probes)}
-    return medians, probes
+    return medians, probes, limit
 
 
-def cores_busy(seconds=2.0):
+def probes_limited(repeats, shape):
+    """The probes of monitor/cpu_probe.py run in a cgroup with `shape`'s limit, and what the limit
+    did: {"applied": control file: value, "throttling": the quota's throttled periods}; raises
+    cgroup.CgroupError where no cgroup can be made (not root, none writable)."""
+    group = cgroup.create(cgroup.Limits(**shape), f"host-check-probe-{os.getpid()}", location=None)
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            out = Path(tmp) / "probe.json"
+            subprocess.run([sys.executable, "-m", "monitor.cpu_probe", "--repeats", str(repeats), "--json", str(out)],
+                           cwd=ROOT, stdout=subprocess.DEVNULL, timeout=60 * repeats,
+                           preexec_fn=processes.child_setup(group))
+            probes = json.loads(out.read_text())["probes"] if out.is_file() else [{"error": "the probe wrote nothing"}]
+        return probes, {"applied": dict(group.applied), "throttling": group.cpu_throttling()}
+    finally:
+        group.remove()
+
+
+def cores_busy(seconds=2.0, cpus=None):
     """How many cores were busy (not idle, not waiting on I/O) over the next `seconds`, from
-    /proc/stat: the work running now, unlike the load average, which still counts the last minute."""
+    /proc/stat: the work running now, unlike the load average, which still counts the last minute;
+    cpus: the first N cores only (a cpuset's), all of them by default."""
     def idle_and_total():
-        fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
-        return fields[3] + fields[4], sum(fields[:8])
+        lines = Path("/proc/stat").read_text().splitlines()
+        rows = [lines[0]] if cpus is None else [next(x for x in lines if x.startswith(f"cpu{i} ")) for i in range(cpus)]
+        fields = [[int(x) for x in row.split()[1:]] for row in rows]
+        return sum(f[3] + f[4] for f in fields), sum(sum(f[:8]) for f in fields)
     idle0, total0 = idle_and_total()
     time.sleep(seconds)
     idle1, total1 = idle_and_total()
-    return os.cpu_count() * (1 - (idle1 - idle0) / max(1, total1 - total0))
+    return (cpus or os.cpu_count()) * (1 - (idle1 - idle0) / max(1, total1 - total0))
 
 
 def busy_words(busy, cores, probes):
@@ -161,9 +205,10 @@ def busy_words(busy, cores, probes):
     return words
 
 
-def compare(cell, reference, here, here_probe, cores):
+def compare(cell, reference, here, here_probe, cores, shape=None):
     """One cell's row: reference, predicted and measured seconds, their ratio, and the verdict;
-    reference: (its folder, its runs)."""
+    reference: (its folder, its runs); cores: the host's (the limit's: limited_cores), shape: the
+    limit the check ran under."""
     folder, ref = reference
     p = prediction.predict(ref, here_probe)
     measured = statistics.mean(r.solver_seconds for r in here) if here else None
@@ -175,8 +220,9 @@ def compare(cell, reference, here, here_probe, cores):
     row["measured_over_predicted"] = measured / p.seconds if measured and p.seconds else None
     row["measured_over_reference"] = measured / p.reference_seconds if measured and p.reference_seconds else None
     if cell.capacity:
-        allows = prediction.predict_cpu_allows(ref, here_probe, cores)
-        found = capacity.cpu_allows(here) if here else None
+        quota = (shape or {}).get("cpu_quota")
+        allows = prediction.predict_cpu_allows(ref, here_probe, prediction.probe_cores(cores, quota))
+        found = prediction.cpu_allows_measured(here, quota) if here else None
         row["predicted_cpu_allows"], row["measured_cpu_allows"] = (x[0] if x else None for x in (allows, found))
     row["verdict"] = verdict(row)
     return row
@@ -197,8 +243,9 @@ def fmt(x, spec=".2f"):
     return "-" if x is None else format(x, spec)
 
 
-def table(rows, here_probe, name, warnings=()):
-    head = (f"host-check: {name}; probe here {fmt(here_probe.get(cpu_probe.PIXELS), '.0f')} images/s (pixels), "
+def table(rows, here_probe, name, warnings=(), shape=""):
+    head = (f"host-check: {name}{'; ' + shape if shape else ''}; "
+            f"probe here {fmt(here_probe.get(cpu_probe.PIXELS), '.0f')} images/s (pixels), "
             f"{fmt(here_probe.get(cpu_probe.FILES), '.0f')} small files/s; within {TOLERANCE:.0%}: applies")
     lines = [f"warning: {w}" for w in warnings] + [head, "", "| cell | reference (n) | bound there | probe there/here | "
              "predicted s | measured s (n) | measured/predicted | AU predicted / measured | verdict |",
@@ -221,14 +268,19 @@ def ratio(a, b):
 
 
 def dry_run(steps, cells, a, out):
-    total = sum(s for _, _, s in steps) + PROBE_REPEATS * 3
+    # under a quota below one core the data path's CPU work is stretched: the runs' estimates at most 1/quota
+    slower = 1 / min(1.0, a.cpu_quota or 1.0)
+    total = sum(s for _, _, s in steps) * slower + PROBE_REPEATS * 3
     missing = missing_data(cells, a.data)
-    print(f"make host-check: {len(cells)} cells x {a.rounds} rounds, about {total:.0f} s on a 2-core host; data "
+    limit = shape_of(a)
+    print(f"make host-check: {len(cells)} cells x {a.rounds} rounds, about {total:.0f} s on a 2-core host"
+          + (f" under {shape_label(os.cpu_count(), limit)}" if limit else "") + "; data "
           + (", ".join(f"{d} {','.join(b)}" for d, b in missing.items()) + f" missing from {a.data}: prepared by "
              "the first runs" if missing else f"in {a.data}"))
-    print(f"  {PROBE_REPEATS * 3:4.0f} s  cpu probe x {PROBE_REPEATS}")
+    print(f"  {PROBE_REPEATS * 3:4.0f} s  cpu probe x {PROBE_REPEATS}" + (
+        f" in a cgroup: {shape_label(os.cpu_count(), limit)}" if limit else ""))
     for label, argv, seconds in steps:
-        print(f"  {seconds:4.0f} s  {label}: {' '.join(argv[1:])}")
+        print(f"  {seconds * slower:4.0f} s  {label}: {' '.join(argv[1:])}")
     print("predicted from:")
     for c in cells:
         ref, work = reference_runs(c, a.reference), prediction.work_of(c.dataset, c.backend)
@@ -261,6 +313,10 @@ def parser():
     p.add_argument("--reference", help="one results folder to predict every cell from (default: each cell's own)")
     p.add_argument("--data", type=Path, default=ROOT / "data", help="data root (default: %(default)s)")
     p.add_argument("--out", type=Path, help=f"results folder (default: {catalogue.relative('host-check')}/<this host>)")
+    p.add_argument("--cpus", type=int, help="a host of another shape: the probe and every run on this many "
+                   "cores (a cpuset; root)")
+    p.add_argument("--cpu-quota", type=float, metavar="CORES", help="a host of another shape: the probe and every "
+                   "run under this many cores' worth of CPU time, all threads together (a CPU quota; root)")
     p.add_argument("--gpu", type=int, help="run.py's --gpu (on a GPU host, -1: the emulated runs leave the GPU alone, "
                    "as the GPU step's emulated runs do)")
     p.add_argument("--dry-run", action="store_true", help="print the plan, its commands and time; run nothing")
@@ -277,6 +333,12 @@ def chosen_cells(p, a):
         p.error(f"--cells: unknown {', '.join(unknown) or '(none given)'}; known: {', '.join(known)}")
     if a.rounds < 1:
         p.error("--rounds: at least 1")
+    if a.cpus is not None and a.cpu_quota is not None:
+        p.error("--cpus and --cpu-quota: one shape at a time")
+    if a.cpus is not None and not 1 <= a.cpus <= os.cpu_count():
+        p.error(f"--cpus: 1 to this host's {os.cpu_count()} cores, not {a.cpus}")
+    if a.cpu_quota is not None and not 0 < a.cpu_quota <= os.cpu_count():
+        p.error(f"--cpu-quota: above 0 and at most this host's {os.cpu_count()} cores, not {a.cpu_quota:g}")
     if a.reference and not (ROOT / a.reference).is_dir():
         p.error(f"--reference: {a.reference}: no such folder")
     return [known[n] for n in names]
@@ -284,10 +346,12 @@ def chosen_cells(p, a):
 
 def report(cells, a, out, host, log=print):
     """The table from the records under `out` and its probe file; host: its probe, cores, CPU model."""
-    rows = [compare(c, (a.reference or c.reference, reference_runs(c, a.reference)), here_runs(c, out),
-                    host["medians"], host["cores"]) for c in cells]
+    shape = host.get("shape") or {}
+    rows = [compare(c, (a.reference or c.reference, reference_runs(c, a.reference)), here_runs(c, out, shape),
+                    host["medians"], host["cores"], shape) for c in cells]
     (out / "host-check.json").write_text(json.dumps(dict(host, host=out.name, rows=rows), indent=1))
-    log(table(rows, host["medians"], out.name, host.get("warnings", ())))
+    log(table(rows, host["medians"], out.name, host.get("warnings", ()),
+              shape_label(host.get("host_cores", host["cores"]), shape) if shape else ""))
 
 
 def probe_file(out):
@@ -298,9 +362,9 @@ def main(argv=None):
     p = parser()
     a = p.parse_args(argv)
     cells = chosen_cells(p, a)
-    cores, model = os.cpu_count(), runner._cpu_model()
+    cores, model, shape = os.cpu_count(), runner._cpu_model(), shape_of(a)
     if a.dry_run:
-        out = a.out or catalogue.folder("host-check") / host_name(model, cores, None).replace("unknown", "<N>")
+        out = a.out or catalogue.folder("host-check") / host_name(model, cores, None, shape).replace("unknown", "<N>")
         dry_run(plan(cells, a, out), cells, a, out)
         return 0
     if a.report:
@@ -309,15 +373,21 @@ def main(argv=None):
         report(cells, a, a.out, json.loads(probe_file(a.out).read_text()))
         return 0
     log = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
-    log(f"cpu probe x {PROBE_REPEATS} ({model}, {cores} cores)")
-    busy = cores_busy()
-    here_probe, probes = measure_probe()
+    log(f"cpu probe x {PROBE_REPEATS} ({model}, {shape_label(cores, shape)})")
+    busy = cores_busy(cpus=shape.get("cpus"))
+    try:
+        here_probe, probes, limit = measure_probe(shape=shape)
+    except cgroup.CgroupError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     if cpu_probe.PIXELS not in here_probe:
         print(f"error: the CPU probe failed: {probes[0].get('error')}", file=sys.stderr)
         return 2
-    out = a.out or catalogue.folder("host-check") / host_name(model, cores, here_probe[cpu_probe.PIXELS])
-    host = {"medians": here_probe, "cores": cores, "cpu_model": model, "probes": probes,
-            "warnings": busy_words(busy, cores, probes)}
+    out = a.out or catalogue.folder("host-check") / host_name(model, cores, here_probe[cpu_probe.PIXELS], shape)
+    host = {"medians": here_probe, "cores": limited_cores(cores, shape), "host_cores": cores, "cpu_model": model,
+            "shape": shape, "probe_limit": limit,
+            "shape_label": shape_label(cores, shape), "probes": probes,
+            "warnings": busy_words(busy, shape.get("cpus") or cores, probes)}
     for w in host["warnings"]:
         log(f"warning: {w}")
     probe_file(out).parent.mkdir(parents=True, exist_ok=True)

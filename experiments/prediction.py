@@ -33,6 +33,11 @@ The model's assumptions:
   accelerator eats) of the reference records with their threads' CPU seconds scaled by the
   probe ratio and the host's cores put in; a Redis server's CPU is not image work and is not
   scaled. One solver's time does not depend on the number of cores.
+- A host of another shape: a cpuset of N cores is a host of N cores. Under a CPU quota of F
+  cores' worth of time (all threads together), a probe measures min(1, F) of one core's speed
+  (it is one thread), so a quota below one core is a slower host of one core (probe_cores), and
+  the CPU seconds a run spent under it are CPU seconds as fast as anywhere on the host: its
+  cores for the N measured are F (cpu_allows_measured).
 """
 import dataclasses
 import statistics
@@ -149,6 +154,22 @@ def _on_host(r, ratio, cores):
     limits = {k: v for k, v in (r.limits or {}).items() if k != "cpus"}
     return dataclasses.replace(r, process=process, limits=limits,
                                environment=dict(r.environment or {}, cpu_cores=cores))
+
+
+def probe_cores(cores, cpu_quota=None):
+    """The cores a capacity prediction multiplies one core's probe by: the host's (a cpuset's),
+    or under a CPU quota its cores' worth, at least one: a probe under a quota below one core
+    already ran at that share of a core."""
+    return max(1.0, cpu_quota) if cpu_quota else cores
+
+
+def cpu_allows_measured(records, cpu_quota=None):
+    """(N, one thread's share) the data path's CPU allows from runs measured on a host, as
+    data_path_cpu.cpu_allows, a CPU quota counted as the cores (cpu_allows counts the host's cores
+    and a cpuset: a quota slows no CPU second, it gives fewer of them)."""
+    if not cpu_quota:
+        return cpu_allows(records)
+    return cpu_allows([_on_host(r, 1.0, cpu_quota) for r in records])
 
 
 def predict_cpu_allows(reference_records, here_probe, here_cores):
