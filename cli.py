@@ -36,6 +36,8 @@ COMMANDS = (
     Command("capacity-report", "analysis.capacity", "AU against solvers per host, from the records of concurrent runs"),
     Command("answer", "analysis.answer", "the README's answer table and figure from the committed records"),
     Command("lmdb-shared-report", "analysis.lmdb_shared", "the tables of LMDB's three read paths with N solvers"),
+    Command("threads-report", "analysis.decode_threads",
+            "the decode- and transform-threads tables (AU, busy shares) from recorded runs"),
     Command("redis", "data_prep.redis_cluster", "start, stop or ask about the project's Redis Cluster"),
     Command("rederive", "experiments.rederive", "re-derive records' log-derived fields with today's rules"),
     Command("supersede", "experiments.supersede", "mark recorded runs as superseded, with the reason"),
