@@ -1,10 +1,13 @@
 """The foundation: Caffe built from source with the project's patches really works."""
 import os
 import re
+import time
 
 
 import toolchain
-from conftest import ROOT, caffe_tool, run
+from conftest import ROOT, caffe_tool, line_within, run
+
+WAIT_S = 60  # the most a child's line or end is waited for
 
 
 def test_pycaffe_builds_lenet_with_the_papers_parameter_count(tmp_path):
@@ -149,18 +152,20 @@ with toolchain.using_build("bbbb"):
     time.sleep(60)
 """], stdout=subprocess.PIPE, text=True)
     try:
-        assert swapper.stdout.readline().strip() == "child: allowed"
-        other = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True)
+        awaited = "'child: allowed' from a process that swapped the build"
+        said = line_within(swapper, awaited, time.monotonic() + WAIT_S)
+        assert said.strip() == "child: allowed"
+        other = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, timeout=WAIT_S)
         assert other.returncode != 0 and f"swapped for cached build bbbb by pid {swapper.pid}" in other.stderr
     finally:
         swapper.kill()
-        swapper.wait()
-    after = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True)
+        swapper.wait(timeout=10)
+    after = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, timeout=WAIT_S)
     assert after.stdout.strip() == "allowed", after.stderr  # its process is gone: the swap is over
     with open(tmp_path / "run.lock", "a+") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # a run training
         lock.write("pid 4242, experiments/run.py\n")
         lock.flush()
         refused = subprocess.run([sys.executable, "-c", setup + "with toolchain.using_build('bbbb'):\n    pass"],
-                                 capture_output=True, text=True)
+                                 capture_output=True, text=True, timeout=WAIT_S)
     assert refused.returncode != 0 and "a run is training (pid 4242" in refused.stderr

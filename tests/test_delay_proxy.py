@@ -12,6 +12,10 @@ import time
 import psutil
 import pytest
 
+from conftest import line_within
+
+WAIT_S = 30  # the most the proxy's 'ready' or end is waited for
+
 
 def free_port():
     with socket.socket() as s:
@@ -64,12 +68,13 @@ def proxy():
         p = subprocess.Popen([str(toolchain.delay_proxy()), str(delay_ms), f"{port}:{target_port}"],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=limit)
         started.append(p)
-        assert p.stdout.readline().strip() == "ready"
+        ready = line_within(p, f"'ready' from the delay proxy on port {port}", time.monotonic() + WAIT_S)
+        assert ready.strip() == "ready", ready
         return p, port
     yield start
     for p in started:
         p.kill()
-        p.wait()
+        p.wait(timeout=WAIT_S)
 
 
 def cpu_seconds(p):
@@ -110,7 +115,7 @@ def test_no_descriptors_left_is_said_once_and_retried_without_spinning(proxy):
         assert time.monotonic() < deadline, "the connection waiting in the backlog was never relayed"
         time.sleep(0.05)
     p.kill()
-    err = p.stderr.read()
+    _, err = p.communicate(timeout=WAIT_S)
     # once per spell without descriptors (Linux's accept takes the descriptor before it waits, so
     # a full table fails it at once, with or without a connection waiting): 2 here, not hundreds
     assert 1 <= err.count("accept on a listening port failed: Too many open files") <= 2, err
@@ -166,7 +171,7 @@ def test_the_round_trip_is_the_same_wherever_the_delay_sits(proxy, spec, request
     the server sees a request after REQUESTS_MS."""
     target = Echo()
     p, port = proxy(spec, target.port)
-    c = socket.create_connection(("127.0.0.1", port))
+    c = socket.create_connection(("127.0.0.1", port), timeout=5)  # its reply waited for at most 5 s
     sent = time.monotonic()
     c.sendall(b"ping")
     assert c.recv(16) == b"ping"

@@ -4,11 +4,15 @@ after their owner is killed with SIGKILL."""
 import os
 import subprocess
 import sys
+import time
 
 import psutil
 import pytest
 
+from conftest import line_within
 from experiments import hosts
+
+WAIT_S = 60  # the most a child's first line is waited for
 
 ECHO_SERVER = """
 import socket, sys
@@ -41,7 +45,8 @@ def test_clients_reach_the_server_at_its_address_inside_their_own_network():
     with hosts.Hosts(clients=2, servers=1) as net:
         server = net.address("server-0")
         echo = net.start("server-0", [sys.executable, "-c", ECHO_SERVER, server], stdout=subprocess.PIPE, text=True)
-        assert echo.stdout.readline().strip() == "listening"
+        said = line_within(echo, f"'listening' from the echo server at {server}", time.monotonic() + WAIT_S)
+        assert said.strip() == "listening"
         assert ask(net, "client-0", server, "zero") == "ZERO"
         assert ask(net, "client-1", server, "one") == "ONE"
         assert net.address("client-1") == "10.213.0.102"
@@ -62,11 +67,12 @@ inside = net.start("server-0", ["sleep", "600"])
 print(inside.pid, " ".join(net.made), flush=True)
 sys.stdin.readline()
 """], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    pid, *made = owner.stdout.readline().split()
+    said = line_within(owner, "the pid and namespaces of a process in hosts it made", time.monotonic() + WAIT_S)
+    pid, *made = said.split()
     inside = psutil.Process(int(pid))  # its pid and start time: that process, not a later one of its number
     assert len(made) == 3 and set(made) <= set(hosts.namespaces())
     owner.kill()
-    owner.wait()
+    owner.wait(timeout=10)
     assert set(made) <= set(hosts.namespaces())  # left behind by the SIGKILL
     removed = hosts.remove_abandoned()
     assert set(made) <= set(removed) and not set(made) & set(hosts.namespaces())
@@ -88,7 +94,7 @@ def made_here():
 
 def exited_pid():
     p = subprocess.Popen(["true"])
-    p.wait()
+    p.wait(timeout=10)
     return p.pid
 
 
@@ -144,7 +150,7 @@ def test_a_namespace_whose_marked_owner_no_longer_runs_is_removed(made_here):
         assert bystander.poll() is None  # not inside the namespace: never signalled
     finally:
         bystander.kill()
-        bystander.wait()
+        bystander.wait(timeout=10)
 
 
 def test_an_unknown_host_is_named():

@@ -11,7 +11,9 @@ import time
 import psutil
 import pytest
 
-from conftest import ROOT, redis_port_in_environment, run
+from conftest import ROOT, line_within, redis_port_in_environment, run, stderr_tail
+
+WAIT_S = 120  # the most a cluster's start is waited for
 
 
 @pytest.fixture(scope="module")
@@ -80,19 +82,19 @@ def test_run_py_killed_with_sigkill_leaves_no_process_it_started(tiny_redis, tmp
         deadline = time.monotonic() + 180
         while not any("Iteration" in log.read_text(errors="replace")
                       for log in (tmp_path / "out").glob("mnist/runs/*/caffe.log")):
-            assert killed.poll() is None and time.monotonic() < deadline, killed.stderr.read()[-2000:]
+            assert killed.poll() is None and time.monotonic() < deadline, stderr_tail(killed)
             time.sleep(0.2)
         started = list({p.pid: p for p in cluster_processes(cluster) + psutil.Process(killed.pid).children(
             recursive=True)}.values())  # Caffe, the monitor too
         killed.kill()
-        killed.wait()
+        killed.wait(timeout=10)
         deadline = time.monotonic() + 5
         while alive(started) and time.monotonic() < deadline:
             time.sleep(0.05)
         assert not alive(started), describe(alive(started))
     finally:
         killed.kill()
-        killed.wait()
+        killed.wait(timeout=10)
         for p in alive(started):  # only what this test's run.py started
             p.kill()
 
@@ -117,11 +119,11 @@ def test_what_a_killed_owner_left_running_is_stopped_by_the_next_run_which_says_
                              env=run_env(tmp_path, cluster), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     left = []
     try:
-        pids = owner.stdout.readline().split()
-        assert len(pids) == 4 and "None" not in pids, owner.stderr.read()[-2000:]
+        said = line_within(owner, "the pids of the cluster a process started", time.monotonic() + WAIT_S)
+        assert len(said.split()) == 4 and "None" not in said, stderr_tail(owner)
         left = cluster_processes(cluster)
         owner.kill()
-        owner.wait()
+        owner.wait(timeout=10)
         time.sleep(1)
         assert alive(left) == left  # its death signal could not act: they outlive it
         after = run(run_args(data, tmp_path / "out", 20), env=run_env(tmp_path, cluster))
@@ -134,6 +136,6 @@ def test_what_a_killed_owner_left_running_is_stopped_by_the_next_run_which_says_
         assert not cluster.running() and not cluster.keeper_pid() and not cluster.proxy_pid()  # the run's own: stopped
     finally:
         owner.kill()
-        owner.wait()
+        owner.wait(timeout=10)
         for p in alive(left):
             p.kill()

@@ -7,11 +7,14 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
 
-from conftest import ROOT, net_process, run
+from conftest import ROOT, line_within, net_process, run
+
+WAIT_S = 120  # the most a net's 'ready' or 'done' is waited for
 
 # (channels, height, width, records): MNIST-, CIFAR-10- and ImageNet-sized Datums, written in
 # transactions of 1,000 as data_prep writes them (so pages move between commits)
@@ -105,7 +108,8 @@ def test_the_reads_ahead_run_on_one_named_thread_per_walker(databases, tmp_path)
     try:
         seen = []
         for step in ("ready", "done"):
-            assert p.stdout.readline().strip() == step, (tmp_path / "log").read_text()[-2000:]
+            said = line_within(p, f"'{step}' from a net reading ahead", time.monotonic() + WAIT_S)
+            assert said.strip() == step, (tmp_path / "log").read_text()[-2000:]
             seen.append(thread_names(p.pid))
             p.stdin.write("go\n")
             p.stdin.flush()
@@ -172,7 +176,7 @@ def test_a_data_mdb_changed_while_read_stops_training_with_a_message(databases, 
     mdb = copy / "data.mdb"
     net = net_file(tmp_path / "c.prototxt", copy, 5, lmdb_read="coalesced", lmdb_read_kb=256, lmdb_ahead_mb=1)
     p = net_process(net, 40)
-    assert p.stdout.readline().strip() == "ready"
+    assert line_within(p, "'ready' from a net over an LMDB copy", time.monotonic() + WAIT_S).strip() == "ready"
     if change == "touched":
         os.utime(mdb, (1, 1))
     else:
@@ -192,7 +196,7 @@ def test_a_data_mdb_read_whole_at_once_is_still_checked_for_change(databases, tm
     # 1 MiB ahead, under one pass: the records of the second pass come after the walker's check
     net = net_file(tmp_path / "c.prototxt", copy, 50, lmdb_read="coalesced", lmdb_read_kb=8192, lmdb_ahead_mb=1)
     p = net_process(net, 120)  # 2.4 passes
-    assert p.stdout.readline().strip() == "ready"
+    assert line_within(p, "'ready' from a net over an LMDB copy", time.monotonic() + WAIT_S).strip() == "ready"
     os.utime(mdb, (1, 1))
     out, err = p.communicate("go\n", timeout=60)
     assert p.returncode != 0 and "done" not in out

@@ -17,7 +17,7 @@ import psutil
 import pytest
 
 import toolchain
-from conftest import ROOT, run
+from conftest import ROOT, line_within, run
 
 
 def gone(proc, timeout):
@@ -67,7 +67,7 @@ def stand_ins(tmp_path, redis_port):
     finally:
         for p in procs.values():
             p.kill()
-            p.wait()
+            p.wait(timeout=10)
 
 
 def test_a_pid_file_naming_a_process_started_after_the_one_it_recorded_never_gets_it_signalled(stand_ins):
@@ -92,13 +92,14 @@ def test_a_process_that_ignores_sigterm_is_killed_after_the_wait():
                                  "signal.SIG_IGN); print('ready', flush=True); time.sleep(60)"],
                                 stdout=subprocess.PIPE, text=True)
     try:
-        assert stubborn.stdout.readline().strip() == "ready"
+        said = line_within(stubborn, "'ready' from a process ignoring SIGTERM", time.monotonic() + 60)
+        assert said.strip() == "ready"
         t = time.monotonic()
         Cluster._stop(psutil.Process(stubborn.pid), timeout=0.5)
         assert stubborn.poll() is not None and 0.5 <= time.monotonic() - t < 5  # (reaped by _stop: no status left)
     finally:
         stubborn.kill()
-        stubborn.wait()
+        stubborn.wait(timeout=10)
 
 
 def slow_redis_server(folder, before):
@@ -149,16 +150,16 @@ def test_the_warm_up_reader_dies_with_the_process_that_started_it(tmp_path):
     try:
         deadline = time.monotonic() + 30
         while not reader:
-            assert owner.poll() is None and time.monotonic() < deadline
+            assert owner.poll() is None and time.monotonic() < deadline, f"no warm-up reader under pid {owner.pid}"
             children = psutil.Process(owner.pid).children()
             reader = children[0] if children else None
             time.sleep(0.05)
         owner.kill()
-        owner.wait()
+        owner.wait(timeout=10)
         assert gone(reader, 5), reader.cmdline()
     finally:
         owner.kill()
-        owner.wait()
+        owner.wait(timeout=10)
         if reader and reader.is_running():
             reader.kill()
 

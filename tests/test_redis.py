@@ -14,7 +14,7 @@ import psutil
 import pytest
 
 import toolchain
-from conftest import ROOT, net_process, redis_ports, run
+from conftest import ROOT, line_within, net_process, redis_ports, run, stderr_tail
 
 
 @pytest.fixture(scope="session")
@@ -210,7 +210,7 @@ def test_a_node_killed_during_training_stops_it_within_seconds_naming_the_node(r
     net = data_net_file(tmp_path / "r.prototxt", redis_cifar, "redis", 10)
     p = net_process(net, 10_000)
     try:
-        assert p.stdout.readline().strip() == "ready"
+        assert line_within(p, "'ready' from a net over Redis", time.monotonic() + 120).strip() == "ready"
         victim = running.server_pids()[1]
         os.kill(victim, signal.SIGKILL)
         p.stdin.write("go\n")
@@ -239,10 +239,10 @@ def test_an_incomplete_data_set_is_refused_then_rewritten(scratch, tmp_path):
     try:
         deadline = time.monotonic() + 120
         while c.llen("mnist:train:~index") < 1000:
-            assert writer.poll() is None and time.monotonic() < deadline, writer.stderr.read().decode()
+            assert writer.poll() is None and time.monotonic() < deadline, stderr_tail(writer)
             time.sleep(0.05)
         writer.kill()
-        writer.wait()
+        writer.wait(timeout=10)
         assert c.get("mnist:train:~complete") is None
         assert not (data_root / "mnist" / "redis" / "manifest.json").exists()
         with pytest.raises(Exception, match="marker"):

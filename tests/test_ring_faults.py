@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import ROOT, net_process
+from conftest import ROOT, line_within, net_process
 from test_lmdb_read import net_file
 
 RECORDS = 300
@@ -156,7 +156,7 @@ def test_a_stopped_writer_stops_the_others_with_an_error_not_a_hang(ring_reader,
     writer = subprocess.Popen([str(ring_reader), str(database), str(100 * RECORDS)], env=env,
                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     try:
-        assert writer.stdout.readline()  # it made the ring and writes it
+        assert line_within(writer, "a first key from a ring's writer", time.monotonic() + 60)  # it made the ring
         os.kill(writer.pid, signal.SIGSTOP)
         started = time.monotonic()
         reader = read(ring_reader, database, 100 * RECORDS, timeout=90)
@@ -166,7 +166,7 @@ def test_a_stopped_writer_stops_the_others_with_an_error_not_a_hang(ring_reader,
         assert 15 < time.monotonic() - started < 60
     finally:
         writer.kill()
-        writer.wait()
+        writer.wait(timeout=10)
 
 
 def test_a_solver_stopped_holding_the_rings_lock_stops_the_others_with_an_error_not_a_hang(ring_reader, database):
@@ -178,7 +178,7 @@ def test_a_solver_stopped_holding_the_rings_lock_stops_the_others_with_an_error_
     try:
         deadline = time.monotonic() + 30
         while process_state(writer.pid) != "T":  # stopped by its fault hook, holding the lock
-            assert writer.poll() is None and time.monotonic() < deadline
+            assert writer.poll() is None and time.monotonic() < deadline, "the writer did not stop holding the lock"
             time.sleep(0.05)
         started = time.monotonic()
         reader = read(ring_reader, database, 10, timeout=90)
@@ -188,7 +188,7 @@ def test_a_solver_stopped_holding_the_rings_lock_stops_the_others_with_an_error_
         assert 15 < time.monotonic() - started < 60
     finally:
         writer.kill()
-        writer.wait()
+        writer.wait(timeout=10)
 
 
 def process_state(pid):

@@ -22,7 +22,7 @@ import psutil
 import pytest
 
 import toolchain
-from conftest import ROOT, run
+from conftest import ROOT, line_within, run, stderr_tail
 from test_redis import cluster, redis_cifar, running, scratch, scratch_cluster  # noqa: F401 (fixtures)
 
 NOBODY = 65534
@@ -90,13 +90,13 @@ def test_run_py_killed_with_sigkill_leaves_nothing_after_the_next_start(mnist_sm
                               stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 120
     while not any("Iteration" in log.read_text(errors="replace") for log in out.glob("mnist/runs/*/caffe.log")):
-        assert killed.poll() is None and time.monotonic() < deadline, killed.stderr.read()[-2000:]
+        assert killed.poll() is None and time.monotonic() < deadline, stderr_tail(killed)
         time.sleep(0.2)
     rings, groups = rings_of(mnist_small / "lmdb", used=True), cgroups_of_runs(out)
     assert processes_under(out) and rings and groups
     others = other_runs_of_this_user(out)
     killed.kill()
-    killed.wait()
+    killed.wait(timeout=10)
     deadline = time.monotonic() + 10
     while processes_under(out):  # the solvers and the monitor die with run.py
         assert time.monotonic() < deadline, [p.cmdline() for p in processes_under(out)]
@@ -131,7 +131,7 @@ def test_processes_under_a_folder_are_this_users_in_it_alone(tmp_path):
         for p in (ours, sibling, others):
             if p:
                 p.kill()
-                p.wait()
+                p.wait(timeout=10)
 
 
 OWNER_SCRIPT = """
@@ -149,14 +149,15 @@ def test_servers_whose_starter_was_killed_are_replaced_a_live_starters_are_not(t
     env = {k: v for k, v in os.environ.items() if k != "IMGSTORE_REDIS_PASSWORD"}  # it makes its own
     owner = subprocess.Popen([sys.executable, "-c", OWNER_SCRIPT, str(root), str(port)], cwd=ROOT, env=env,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    c = Cluster(root, port=port)
+    c, left = Cluster(root, port=port), []
     try:
-        assert owner.stdout.readline().strip() == "up", owner.stderr.read()[-2000:]
+        said = line_within(owner, "'up' from a process starting a cluster of 3", time.monotonic() + 120)
+        assert said.strip() == "up", stderr_tail(owner)
         left = c.server_pids()
         with pytest.raises(ClusterError, match="refuses this password"):  # its starter lives: not ours to stop
             c.start()
         owner.kill()
-        owner.wait()
+        owner.wait(timeout=10)
         assert c.server_pids() == left  # the servers outlive it (their own session)
         assert c.start() is True
         assert not set(left) & set(c.server_pids()) and c.node_client(0).ping()
@@ -180,7 +181,7 @@ def test_a_pid_file_naming_an_unrelated_process_never_gets_it_signalled(tmp_path
         assert bystander.poll() is None
     finally:
         bystander.kill()
-        bystander.wait()
+        bystander.wait(timeout=10)
 
 
 def test_training_that_stalls_is_stopped_with_an_error_naming_its_log(tmp_path):
