@@ -36,7 +36,7 @@ from experiments.data_path_cpu import (THRESHOLD, cpu_allows, data_path_cpu, dat
                                        images_per_core_second, prefetch_cpu, servers_cpu_per_image, solvers,
                                        trained_iterations)
 from experiments.data_path_cpu import groups as _groups, servers_cpu as _servers_cpu
-from experiments.record import load
+from experiments.record import MISSED, load
 from monitor import cpu_probe
 
 README_BEGIN = "<!-- capacity tables: written by analysis/capacity.py RESULTS --readme -->"
@@ -758,9 +758,22 @@ def _order(item):
 PANELS_PER_ROW = 3
 
 
+def cache_had(records, curve):
+    """A curve's cache as its runs had it (record.cache_state): "warm", "partly warm" where no run
+    had it warm, "warm (partly warm at N = 1)" where only some Ns missed it."""
+    cache, mine = curve[3], [r for r in records if r.ok and curve_of(r) == curve]
+    missed = sorted({solvers(r) for r in mine if r.cache_state != cache})
+    if not missed:
+        return cache
+    if all(r.cache_state != cache for r in mine):
+        return MISSED[cache]
+    return f"{cache} ({MISSED[cache]} at N = {', '.join(map(str, missed))})"
+
+
 def figure(records, dataset, out):
     """AU against N, one panel per setup, at most three panels a row; one colour per backend (its
-    registry colour, as in every figure), warm solid and cold dashed; the legend below the panels."""
+    registry colour, as in every figure), warm solid and cold dashed; the legend below the panels,
+    each curve named by the cache its runs had (cache_had), never warm where they were partly warm."""
     found = {k: v for k, v in curves(records).items() if k[0] == dataset}
     if not found:
         return None
@@ -778,7 +791,7 @@ def figure(records, dataset, out):
             ns = sorted(by_n)
             line, = ax.plot(ns, [100 * statistics.median(by_n[n]) for n in ns], marker="o", markersize=3,
                             color=backends.get(backend).color, linestyle="-" if cache == "warm" else "--")
-            shown.setdefault(f"{backends.get(backend).label}, {cache}", line)
+            shown.setdefault(f"{backends.get(backend).label}, {cache_had(records, (ds, s, backend, cache))}", line)
         ax.axhline(100 * THRESHOLD, color="grey", linewidth=0.8)
         ax.set_xscale("log", base=2)
         ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
