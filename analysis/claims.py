@@ -95,7 +95,7 @@ def had(records, asked):
     return as_had(records, asked)[0]
 
 
-def asked(records, cache):
+def asked_for(records, cache):
     """The runs that asked for `cache`, whatever they had (for the residency they found)."""
     return [r for r in records if r.cache_state in (cache, MISSED[cache])]
 
@@ -262,8 +262,8 @@ def readme_files_over_kv_imagenet_2016():
     ratios = {c: [mean_wall("imagenet", "images", c) / mean_wall("imagenet", kv, c) for kv in stores]
               for c in ("cold", "warm")}
     n = min(len(had(paper2016_runs("imagenet", b), c)) for b in ("images", *stores) for c in ratios)
-    return "holds there (" + ", ".join(f"{span(ratios[c], lambda x: f'{x:.0f}')}x {state_2016('imagenet', c, 'images', *stores)}"
-                                       for c in ratios) + f", n = {n})"
+    said = [f"{span(ratios[c], lambda x: f'{x:.0f}')}x {state_2016('imagenet', c, 'images', *stores)}" for c in ratios]
+    return f"holds there ({', '.join(said)}, n = {n})"
 
 
 @claim
@@ -475,12 +475,13 @@ def peers_imagenet_2016_storage():
     warm, state = as_had(mine, "warm")
     riops = machines.get("paper2016").limits["riops"]
     reads = [r.limits["throttled_reads"]["read_ios"] for r in warm]
-    return (f"the runs asked to be warm were {state}, {percents([r.cache_resident_fraction for r in warm])} of the files "
-            f"resident before the clock",
+    cold_over_warm = mean_wall("imagenet", "images", "cold") / mean_wall("imagenet", "images", "warm")
+    return (f"the runs asked to be warm were {state}, {percents([r.cache_resident_fraction for r in warm])} of the "
+            "files resident before the clock",
             f"each made {span(reads, count)} paced reads, at least {min(reads) / riops:.0f} s at {riops} a second, "
             f"in {span([r.solver_seconds for r in warm], count)} s of training",
             f"the prefetch thread {percents([r.prefetch_share() for r in warm])} busy",
-            f"cold adds only {100 * (mean_wall('imagenet', 'images', 'cold') / mean_wall('imagenet', 'images', 'warm') - 1):.0f}%")
+            f"cold adds only {100 * (cold_over_warm - 1):.0f}%")
 
 
 @claim
@@ -665,7 +666,7 @@ def results_imagenet_memory():
     gib = lambda values: span([v / 2**30 for v in values], lambda x: f"{x:.2f}")  # noqa: E731
     over = {b: span([r.data_over_cache_room() for r in calibrated if r.backend in b], lambda x: f"{x:.1f}")
             for b in (("images",), ("lmdb", "leveldb"))}
-    resident = percents([r.cache_resident_fraction for r in asked(shown, "warm")])
+    resident = percents([r.cache_resident_fraction for r in asked_for(shown, "warm")])
     return (f"holds {gib([r.process['peak_anon_bytes'] for r in calibrated])} GiB of anonymous memory",
             f"so {gib([r.cache_room_bytes() for r in calibrated])} GiB is left for the page cache: the PNG files are "
             f"{over[('images',)]}x that, the LMDB and LevelDB {over[('lmdb', 'leveldb')]}x",
@@ -680,8 +681,9 @@ def results_imagenet_table():
     earlier = [r for r in runs(PAPER2016) if r.dataset == "imagenet" and r.limits.get("riops") == 287]
     at_287 = [f"{r.wall_seconds:.1f} s, AU {r.au:.0%}" for b in present(earlier, "imagenet") for c in ("warm", "cold")
               for r in had([r for r in earlier if r.backend == b], c)]
-    resident = percents([r.cache_resident_fraction for r in asked(imagenet_table_runs(), "warm")])
-    return (f"{as_had(imagenet_table_runs(), 'warm')[1]} ({resident} resident)", *h100, *paper2016_cells("imagenet"), *at_287)
+    resident = percents([r.cache_resident_fraction for r in asked_for(imagenet_table_runs(), "warm")])
+    state = as_had(imagenet_table_runs(), "warm")[1]
+    return (f"{state} ({resident} resident)", *h100, *paper2016_cells("imagenet"), *at_287)
 
 
 @claim
@@ -704,10 +706,10 @@ def results_imagenet_headline():
     paper = paper_ratio("imagenet-kv")
     h100 = {c: (statistics.mean(r.wall_seconds for r in h100_runs("imagenet", "images", c)),
                 statistics.mean(r.wall_seconds for r in h100_runs("imagenet", "lmdb", c))) for c in ("warm", "cold")}
-    reads = {c: statistics.mean(r.limits["throttled_reads"]["read_ios"] for r in had(paper2016_runs("imagenet", "images"), c))
-             for c in ("warm", "cold")}
+    files_runs = paper2016_runs("imagenet", "images")
+    reads = {c: statistics.mean(r.limits["throttled_reads"]["read_ios"] for r in had(files_runs, c)) for c in ("warm", "cold")}
     images = statistics.mean(r.iterations_setting for r in paper2016_runs("imagenet", "images")) * batch("imagenet")
-    resident = max(r.cache_resident_fraction for r in asked(paper2016_runs("imagenet", "images"), "warm"))
+    resident = max(r.cache_resident_fraction for r in asked_for(paper2016_runs("imagenet", "images"), "warm"))
 
     def headline(folder, riops):  # files over LMDB, cold and warm, at an earlier disk; and the stores' AU
         mine = [r for r in runs(folder) if r.dataset == "imagenet" and r.limits.get("riops") == riops]
@@ -737,8 +739,8 @@ def results_paper2016_findings():
     from analysis.answer import paper_seconds
     paper = paper_seconds()
     ours = lambda d, b, c: mean_wall(d, b, c)  # noqa: E731
-    cold_reads = {d: statistics.mean(r.limits["throttled_reads"]["read_ios"] for r in had(paper2016_runs(d, "images"), "cold"))
-                  for d in ("mnist", "cifar10")}
+    cold_reads = {d: statistics.mean(r.limits["throttled_reads"]["read_ios"]
+                                     for r in had(paper2016_runs(d, "images"), "cold")) for d in ("mnist", "cifar10")}
     files = {d: paper2016_runs(d, "images")[0].artifact_footprint["files"] for d in ("mnist", "cifar10")}
     per_file = {d: cold_reads[d] / files[d] for d in files}
     ratio = lambda mine, theirs: f"{mine:.2f}x ({theirs:.2f}x)"  # noqa: E731
@@ -874,7 +876,7 @@ def results_decode_threads_host():
     CPU probe and the cold runs' residency."""
     from monitor import cpu_probe
     mine = runs(DECODE_THREADS_0021)
-    cold = [r.cache_resident_fraction for r in asked(mine, "cold")]
+    cold = [r.cache_resident_fraction for r in asked_for(mine, "cold")]
     return (f"CPU probe {span([cpu_probe.rate(r.environment) for r in mine], lambda x: f'{x:.0f}')} images/s per core",
             f"cold runs verified {100 * max(cold):.1f}% resident")
 
