@@ -36,7 +36,7 @@ from experiments.data_path_cpu import (THRESHOLD, cpu_allows, data_path_cpu, dat
                                        images_per_core_second, prefetch_cpu, servers_cpu_per_image, solvers,
                                        trained_iterations)
 from experiments.data_path_cpu import groups as _groups, servers_cpu as _servers_cpu
-from experiments.record import load
+from experiments.record import MISSED, load
 from monitor import cpu_probe
 
 README_BEGIN = "<!-- capacity tables: written by analysis/capacity.py RESULTS --readme -->"
@@ -758,9 +758,23 @@ def _order(item):
 PANELS_PER_ROW = 3
 
 
+def cache_had(records, curve):
+    """A curve's cache as its runs had it (record.cache_state): "warm", "partly warm" where no run
+    had it warm, "warm (partly warm at N = 1)" where only some Ns missed it."""
+    cache, mine = curve[3], [r for r in records if r.ok and curve_of(r) == curve]
+    missed = sorted({solvers(r) for r in mine if r.cache_state != cache})
+    if not missed:
+        return cache
+    if all(r.cache_state != cache for r in mine):
+        return MISSED[cache]
+    return f"{cache} ({MISSED[cache]} at N = {', '.join(map(str, missed))})"
+
+
 def figure(records, dataset, out):
     """AU against N, one panel per setup, at most three panels a row; one colour per backend (its
-    registry colour, as in every figure), warm solid and cold dashed; the legend below the panels."""
+    registry colour, as in every figure), warm solid, partly warm dash-dotted and cold dashed; the
+    legend below the panels, each curve named by the cache its runs had (cache_had), never warm where
+    they were partly warm."""
     found = {k: v for k, v in curves(records).items() if k[0] == dataset}
     if not found:
         return None
@@ -776,9 +790,11 @@ def figure(records, dataset, out):
             if s != setup:
                 continue
             ns = sorted(by_n)
+            had = cache_had(records, (ds, s, backend, cache))
             line, = ax.plot(ns, [100 * statistics.median(by_n[n]) for n in ns], marker="o", markersize=3,
-                            color=backends.get(backend).color, linestyle="-" if cache == "warm" else "--")
-            shown.setdefault(f"{backends.get(backend).label}, {cache}", line)
+                            color=backends.get(backend).color,
+                            linestyle="--" if cache == "cold" else "-" if had == "warm" else "-.")
+            shown.setdefault(f"{backends.get(backend).label}, {had}", line)
         ax.axhline(100 * THRESHOLD, color="grey", linewidth=0.8)
         ax.set_xscale("log", base=2)
         ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
@@ -791,12 +807,13 @@ def figure(records, dataset, out):
         ax.set_title(f"{title}\nn = {n_runs[0]}..{n_runs[-1]} runs per point", fontsize=7)
     for ax in list(axes.flat)[len(setups):]:
         ax.axis("off")
-    fig.legend(shown.values(), shown.keys(), loc="lower center", ncol=4, fontsize=7, frameon=False)
+    ncol = min(4, 2 * cols)  # a one-panel figure is too narrow for four of the longer names ("warm (partly warm at N = 1)")
+    fig.legend(shown.values(), shown.keys(), loc="lower center", ncol=ncol, fontsize=7, frameon=False)
     machines = sorted({s[0] for s in setups})
     title = textwrap.fill(f"{datasets.get(dataset).label}: how many accelerators one host feeds "
                           f"(grey line: AU 90%); {'; '.join(machines)}", 38 * cols + 20)  # the figure's width
     fig.suptitle(title, fontsize=9)
-    legend_rows = -(-len(shown) // 4)
+    legend_rows = -(-len(shown) // ncol)
     top = 1 - 0.15 * (title.count("\n") + 1) / (3.8 * rows + 0.9)  # room for the title's lines
     fig.tight_layout(rect=(0, 0.03 * legend_rows + 0.02, 1, top))
     path = Path(out) / f"fig_capacity_{dataset}.png"

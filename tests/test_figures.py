@@ -60,3 +60,20 @@ def test_the_overlap_check_sees_overlapping_labels():
     ax.set_xticks(range(6), ["in memory (Python)"] * 6)
     assert overlapping_tick_labels(fig)
     plt.close(fig)
+
+
+def test_the_capacity_figures_name_each_curve_by_the_cache_its_runs_had(monkeypatch, tmp_path):
+    """ImageNet in 1 GiB: its LMDB runs asked warm held less than a warm run needs (record.cache_state),
+    so the legend says "partly warm" and never plain "warm" for them; MNIST's warm LMDB stays "warm"."""
+    legends = {}
+    monkeypatch.setattr(Figure, "savefig", lambda fig, path, *a, **k: legends.setdefault(
+        str(path).rsplit("/", 1)[-1], [t.get_text() for legend in fig.legends for t in legend.get_texts()]))
+    records = [r for r in load([catalogue.folder("ci-2core-capacity")]) if not r.superseded]
+    for dataset in ("imagenet", "mnist"):
+        capacity.figure(records, dataset, tmp_path)
+    imagenet, mnist = legends["fig_capacity_imagenet.png"], legends["fig_capacity_mnist.png"]
+    had = {(capacity.curve_of(r), r.cache_state) for r in records if r.ok and r.dataset == "imagenet" and r.backend == "lmdb"}
+    assert any(state == "partly warm" for _, state in had)  # the records this test rests on
+    assert "LMDB, partly warm" in imagenet and "LMDB, warm" not in imagenet, imagenet
+    assert any(label.startswith("LMDB, warm (partly warm at N = ") for label in imagenet), imagenet
+    assert "LMDB, warm" in mnist and not any("partly" in label for label in mnist), mnist
