@@ -90,6 +90,11 @@ def as_had(records, asked):
     return found, state
 
 
+def state_of(records, asked):
+    """The state said for the runs of `records` that asked for `asked` (as_had)."""
+    return as_had(records, asked)[1]
+
+
 def had(records, asked):
     """The runs of as_had (the state they had aside)."""
     return as_had(records, asked)[0]
@@ -217,7 +222,7 @@ def lmdb_over_files_warm(alone=False):
 
 
 def transform_threads_runs(accelerator, threads, cache="warm"):
-    return [r for r in runs(TRANSFORM_THREADS) if r.compute.get("accelerator") == accelerator and r.cache == cache
+    return [r for r in had(runs(TRANSFORM_THREADS), cache) if r.compute.get("accelerator") == accelerator
             and (r.read_options or {}).get("transform_threads", 1) == threads]
 
 
@@ -760,6 +765,8 @@ def results_imagenet_headline():
     files = {c: mean_wall("imagenet", "images", c) for c in ("warm", "cold")}
     lmdb = {c: mean_wall("imagenet", "lmdb", c) for c in ("warm", "cold")}
     paper = paper_ratio("imagenet-kv")
+    h100_state = {c: state_of([r for b in ("images", "lmdb") for r in h100_runs("imagenet", b, c)], c)
+                  for c in ("warm", "cold")}
     h100 = {c: (statistics.mean(r.wall_seconds for r in h100_runs("imagenet", "images", c)),
                 statistics.mean(r.wall_seconds for r in h100_runs("imagenet", "lmdb", c))) for c in ("warm", "cold")}
     files_runs = paper2016_runs("imagenet", "images")
@@ -772,20 +779,22 @@ def results_imagenet_headline():
         def wall(backend, cache):
             return statistics.mean(r.wall_seconds for r in had([r for r in mine if r.backend == backend], cache))
         stores = [r.au for r in mine if r.backend in ("lmdb", "leveldb")]
-        return [wall("images", c) / wall("lmdb", c) for c in ("cold", "warm")], stores
-    at_287, _ = headline(PAPER2016, 287)
-    at_150, stores_150 = headline(catalogue.relative("ci-2core-paper2016"), 150)
+        return [wall("images", c) / wall("lmdb", c) for c in ("cold", "warm")], stores, state_of(
+            [r for r in mine if r.backend in ("images", "lmdb")], "warm")
+    at_287, _, _ = headline(PAPER2016, 287)
+    at_150, stores_150, state_150 = headline(catalogue.relative("ci-2core-paper2016"), 150)
     return (f"{files['cold'] / lmdb['cold']:.1f}x cold ({files['cold']:.1f} / {lmdb['cold']:.1f} s) and "
             f"{files['warm'] / lmdb['warm']:.1f}x {state_2016('imagenet', 'warm', 'images', 'lmdb')} "
             f"({files['warm']:.1f} / {lmdb['warm']:.1f} s)",
             f"{min(files[c] / lmdb[c] for c in files) / paper:.2f}x the paper's figure",
             f"it was {at_287[0]:.1f}x / {at_287[1]:.1f}x",
-            f"~{thousands(reads['cold'])} throttled reads cold and ~{thousands(reads['warm'])} warm",
+            f"~{thousands(reads['cold'])} throttled reads cold and ~{thousands(reads['warm'])} "
+            f"{state_2016('imagenet', 'warm', 'images')}",
             f"{images:,.0f} images: {reads['cold'] / images:.1f} and {reads['warm'] / images:.1f} per image",
             f"({resident:.0%} of the files resident at the start)",
-            f"it was {at_150[0]:.1f}x cold and {at_150[1]:.1f}x warm",
+            f"it was {at_150[0]:.1f}x cold and {at_150[1]:.1f}x {state_150}",
             f"is {percents(stores_150, 1)} for LMDB and LevelDB",
-            f"{h100['warm'][0] / h100['warm'][1]:.1f}x warm ({h100['warm'][0]:.2f} / {h100['warm'][1]:.2f} s) and "
+            f"{h100['warm'][0] / h100['warm'][1]:.1f}x {h100_state['warm']} ({h100['warm'][0]:.2f} / {h100['warm'][1]:.2f} s) and "
             f"{h100['cold'][0] / h100['cold'][1]:.1f}x cold")
 
 
@@ -1058,7 +1067,8 @@ def lmdb_lmdbio_memory():
     out = []
     for read in ("coalesced", "mmap"):
         warm, cold = (lmdbio_runs("lmdb", read, c, 1.5)[0] for c in ("warm", "cold"))
-        out += [f"{seconds_text(warm.solver_seconds)} ({warm.au:.1%}) | {seconds_text(cold.solver_seconds)} "
+        said = f", {warm.cache_state}" if warm.cache_state != "warm" else ""
+        out += [f"{seconds_text(warm.solver_seconds)} ({warm.au:.1%}{said}) | {seconds_text(cold.solver_seconds)} "
                 f"({cold.au:.1%})", f"{cold.solver_seconds / warm.solver_seconds:.3f}"]
     return tuple(out)
 

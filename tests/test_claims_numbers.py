@@ -110,7 +110,7 @@ def test_a_table_marker_spans_the_block_above_it():
 OVER_PARTLY_WARM = ("readme_files_over_kv_imagenet_2016", "peers_storage_or_decoding", "peers_imagenet_2016_storage",
                     "peers_lmdb_on_the_h100", "redis_io_thread_lmdb_resident", "redis_io_thread_training",
                     "redis_io_thread_goal", "redis_first_training_table", "results_imagenet_table",
-                    "results_imagenet_headline")
+                    "results_imagenet_headline", "lmdb_lmdbio_memory")
 
 
 def said(name):
