@@ -325,12 +325,12 @@ def ended_within(p, awaited, seconds, stdin=None):
         return p.communicate(stdin, timeout=seconds)
     except subprocess.TimeoutExpired:
         p.kill()
-        try:
-            err = p.communicate(timeout=10)[1]
-        except subprocess.TimeoutExpired:  # a grandchild holds the pipe
-            err = "(still open 10 s after the kill)"
-        err = "(not captured)" if err is None else err[-3000:]
-        pytest.fail(f"{awaited} within {seconds} s (pid {p.pid}, now killed); its stderr ended:\n{err}")
+    try:
+        err = p.communicate(timeout=10)[1]
+    except subprocess.TimeoutExpired:  # a grandchild holds the pipe
+        err = "(still open 10 s after the kill)"
+    err = "(not captured)" if err is None else err[-3000:]
+    pytest.fail(f"{awaited} within {seconds} s (pid {p.pid}, now killed); its stderr ended:\n{err}")
 
 
 def stderr_tail(p, seconds=10):
