@@ -307,10 +307,30 @@ def line_within(p, awaited, deadline):
     reader.join(max(0.0, deadline - time.monotonic()))
     if got:
         return got[0]
+    given_up(p, f"no line by the deadline: {awaited}")
+
+
+def given_up(p, awaited):
+    """Kill child `p` and fail the test: `awaited` (what the test waited for), its pid and the end
+    of its stderr, read after the kill so a child that was still running shows its log."""
     p.kill()
-    reader.join(10)  # its pipe closes with the child
-    pytest.fail(f"no line by the deadline: {awaited} (pid {p.pid}, now killed); its stderr ended:\n"
-                f"{stderr_tail(p)}")
+    pytest.fail(f"{awaited} (pid {p.pid}, now killed); its stderr ended:\n{stderr_tail(p)}")
+
+
+def ended_within(p, awaited, seconds, stdin=None):
+    """communicate(): child `p`'s (stdout, stderr) once it ended, `stdin` written to it first,
+    within `seconds`. Past them it is killed and the test fails as in given_up. communicate()
+    keeps what it read before its timeout, so the stderr is read by communicate() again."""
+    try:
+        return p.communicate(stdin, timeout=seconds)
+    except subprocess.TimeoutExpired:
+        p.kill()
+    try:
+        err = p.communicate(timeout=10)[1]
+    except subprocess.TimeoutExpired:  # a grandchild holds the pipe
+        err = "(still open 10 s after the kill)"
+    err = "(not captured)" if err is None else err[-3000:]
+    pytest.fail(f"{awaited} within {seconds} s (pid {p.pid}, now killed); its stderr ended:\n{err}")
 
 
 def stderr_tail(p, seconds=10):

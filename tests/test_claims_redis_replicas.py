@@ -57,11 +57,11 @@ def prepare(root, timeout=300):
                           "--limit", str(LIMIT), "--quiet", "--force"], stdout=subprocess.DEVNULL,
                          stderr=subprocess.PIPE, text=True, env=dict(os.environ))
     try:
-        return p.wait(timeout=timeout), p.stderr.read()
+        err = p.communicate(timeout=timeout)[1]
+        return p.returncode, err
     except subprocess.TimeoutExpired:
         p.kill()
-        p.wait()
-        return None, p.stderr.read()
+        return None, p.communicate(timeout=10)[1]  # all its stderr: communicate() kept what it read
 
 
 def test_after_a_prepare_every_replica_holds_exactly_its_masters_keys(cluster):

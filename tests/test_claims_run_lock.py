@@ -8,7 +8,7 @@ import subprocess
 import sys
 import time
 
-from conftest import ROOT
+from conftest import ROOT, ended_within, given_up
 
 
 def run_py(mnist_small, out, iters, lock):
@@ -47,7 +47,8 @@ def test_a_second_run_waits_on_the_lock_naming_the_first_and_trains_after_it(mni
     try:
         deadline = time.monotonic() + 120
         while not (lock.exists() and lock.read_text().startswith(f"pid {first.pid},")):  # it holds the lock
-            assert first.poll() is None and time.monotonic() < deadline, first.stderr.read()[-2000:]
+            if first.poll() is not None or time.monotonic() > deadline:
+                given_up(first, f"the first run holding the run lock within 120 s (exit status {first.returncode})")
             time.sleep(0.1)
         os.kill(first.pid, signal.SIGSTOP)  # held while the second asks, however fast the first would train
         second = run_py(mnist_small, tmp_path / "second", 20, lock)
@@ -57,15 +58,15 @@ def test_a_second_run_waits_on_the_lock_naming_the_first_and_trains_after_it(mni
         assert "experiments/run.py mnist lmdb warm" in waiting  # the holder's command line
         assert first.poll() is None and second.poll() is None  # the second waits
         os.kill(first.pid, signal.SIGCONT)
-        first_err = first.communicate(timeout=300)[1]
+        first_err = ended_within(first, "the first run's end", 300)[1]
         assert first.returncode == 0, first_err[-3000:]
-        second_err = second.communicate(timeout=300)[1]
+        second_err = ended_within(second, "the second run's end", 300)[1]
         assert second.returncode == 0, second_err[-3000:]
     finally:
         for p in (first, second):
             if p is not None and p.poll() is None:
                 p.kill()
-                p.wait()
+                p.wait(timeout=10)
     assert lock.read_text().startswith(f"pid {second.pid},")  # the lock went to the second
     first_recorded = (tmp_path / "first" / "mnist" / "records.jsonl").stat().st_mtime  # under the first's lock
     assert first_write(tmp_path / "second") >= first_recorded

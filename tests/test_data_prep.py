@@ -283,7 +283,7 @@ def test_a_killed_run_leaves_nothing_that_looks_finished(tmp_path):
         import time
         time.sleep(0.05)
     p.kill()
-    p.wait()
+    p.wait(timeout=10)
     assert not (tmp_path / "cifar10" / "images").exists()
     build.prepare("cifar10", ["images"], tmp_path, count=300, progress=False, log=lambda *_: None)
     assert not (tmp_path / "cifar10" / ".images.partial").exists()

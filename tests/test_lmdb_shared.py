@@ -17,7 +17,7 @@ import time
 
 import pytest
 
-from conftest import ROOT, line_within, run
+from conftest import ROOT, ended_within, given_up, line_within, run
 from test_lmdb_read import SIZES, databases, net_file, sequence  # noqa: F401 (a fixture)
 
 # A solver's Data layer, driven over stdin: "N" runs N forward passes and prints the records'
@@ -57,7 +57,8 @@ def driver(net):
     p = subprocess.Popen([sys.executable, "-c", DRIVER, str(net)], env=env, text=True,
                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     ready = line_within(p, "'ready' from a solver building its net", time.monotonic() + WAIT_S)
-    assert ready.strip() == "ready", p.stderr.read()[-3000:]
+    if ready.strip() != "ready":
+        given_up(p, f"'ready' from a solver building its net, not {ready!r}")
     return p
 
 
@@ -70,17 +71,14 @@ def forward(solvers, n):
     deadline = time.monotonic() + WAIT_S
     lines = [line_within(p, f"the records of {n} forward passes", deadline) for p in solvers]
     for p, line in zip(solvers, lines):
-        assert line, p.stderr.read()[-3000:]
+        if not line:
+            given_up(p, f"the records of {n} forward passes, not the end of its stdout")
     return [json.loads(line) for line in lines]
 
 
 def finish(p):
     """Its stdin closed, the solver ends within WAIT_S, exit status 0: its log."""
-    try:
-        _, err = p.communicate(timeout=WAIT_S)  # closes its stdin
-    except subprocess.TimeoutExpired:
-        p.kill()
-        pytest.fail(f"the solver (pid {p.pid}, now killed) did not end within {WAIT_S} s of its stdin's end")
+    _, err = ended_within(p, "the solver's end after its stdin's", WAIT_S)  # closes its stdin
     assert p.returncode == 0, err[-3000:]
     return err
 
@@ -214,7 +212,8 @@ def test_solvers_stopped_together_and_continued_go_on_as_if_never_stopped(databa
     deadline = time.monotonic() + WAIT_S
     lines = [line_within(p, "the records of 40 forward passes after SIGCONT", deadline) for p in group]
     for p, line in zip(group, lines):
-        assert line, p.stderr.read()[-3000:]  # it stopped: "writes nothing", say
+        if not line:  # it stopped: "writes nothing", say
+            given_up(p, "the records of 40 forward passes after SIGCONT, not the end of its stdout")
     logs = [finish(p) for p in group]
     for seen in map(json.loads, lines):
         assert len(seen) == 200

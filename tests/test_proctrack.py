@@ -26,7 +26,9 @@ def test_threads_that_end_between_samples_are_counted_as_not_sampled():
             tracker.sample()
         found = tracker.summary()
     finally:
-        child.wait()
+        if child.poll() is None:  # the tracker failed before the child ended
+            child.kill()
+        child.wait(timeout=10)
     roles = found["thread_cpu_seconds"]
     assert found["cpu_seconds"] >= 1.0, found
     assert roles[proctrack.UNSAMPLED] >= 0.5 * found["cpu_seconds"], roles  # most of it: no sample saw those threads

@@ -14,7 +14,7 @@ import psutil
 import pytest
 
 import toolchain
-from conftest import ROOT, line_within, net_process, redis_ports, run, stderr_tail
+from conftest import ROOT, ended_within, given_up, line_within, net_process, redis_ports, run
 
 
 @pytest.fixture(scope="session")
@@ -150,11 +150,12 @@ def test_replies_are_received_on_an_io_thread_of_their_own_unless_inline(redis_c
 
 def test_a_wrong_password_or_address_fails_at_setup_without_showing_the_password(redis_cifar, running, tmp_path):
     net = data_net_file(tmp_path / "r.prototxt", redis_cifar, "redis", 10)
-    out, err = net_process(net, IMGSTORE_REDIS_PASSWORD="not-the-password-42").communicate(timeout=60)
+    out, err = ended_within(net_process(net, IMGSTORE_REDIS_PASSWORD="not-the-password-42"),
+                            "the end of a net given a wrong password", 60)
     assert "ready" not in out and "password was refused" in err and "not-the-password-42" not in err
     bad = tmp_path / "bad.prototxt"
     bad.write_text(re.sub(r"127\.0\.0\.1:\d+", "127.0.0.1:1", net.read_text()))  # every seed, whatever its port
-    out, err = net_process(bad).communicate(timeout=60)
+    out, err = ended_within(net_process(bad), "the end of a net given no seed that answers", 60)
     assert "ready" not in out and "no seed node gave the cluster's slot map: 127.0.0.1:1 (Connection refused)" in err
 
 
@@ -180,8 +181,8 @@ def test_a_reader_logs_in_as_an_acl_user_and_a_refused_login_names_the_user(redi
             (data, labels), = batches(net, 1)
         assert np.array_equal(data, lmdb[0][0]) and np.array_equal(labels, lmdb[0][1])
         for who, password in ((user, "not-the-secret-7"), ("nobody-here", secret)):
-            out, err = net_process(net, IMGSTORE_REDIS_USER=who, IMGSTORE_REDIS_PASSWORD=password).communicate(
-                timeout=60)
+            out, err = ended_within(net_process(net, IMGSTORE_REDIS_USER=who, IMGSTORE_REDIS_PASSWORD=password),
+                                    f"the end of a net logging in as {who}", 60)
             assert "ready" not in out and f"user {who}'s password was refused (WRONGPASS" in err, err[-2000:]
             assert "IMGSTORE_REDIS_USER" in err and password not in err
     finally:
@@ -199,7 +200,7 @@ def test_a_missing_key_is_named(redis_cifar, running, tmp_path):
     try:
         net = data_net_file(tmp_path / "r.prototxt", redis_cifar, "redis", 10)
         p = net_process(net, 1)
-        out, err = p.communicate("go\n", timeout=60)
+        out, err = ended_within(p, "the end of a net missing a key", 60, stdin="go\n")
         assert p.returncode != 0 and f"key {key} not found on node" in err
     finally:
         c.set(key, value)
@@ -216,7 +217,7 @@ def test_a_node_killed_during_training_stops_it_within_seconds_naming_the_node(r
         p.stdin.write("go\n")
         p.stdin.flush()
         started = time.monotonic()
-        out, err = p.communicate(timeout=30)
+        out, err = ended_within(p, "the end of a net whose node was killed", 30)
         assert time.monotonic() - started < 15
         assert p.returncode != 0 and "done" not in out
         assert f"Redis node 127.0.0.1:{running.port + 1}" in err and "cifar10:test:" in err
@@ -239,7 +240,8 @@ def test_an_incomplete_data_set_is_refused_then_rewritten(scratch, tmp_path):
     try:
         deadline = time.monotonic() + 120
         while c.llen("mnist:train:~index") < 1000:
-            assert writer.poll() is None and time.monotonic() < deadline, stderr_tail(writer)
+            if writer.poll() is not None or time.monotonic() > deadline:
+                given_up(writer, f"1000 records written within 120 s (exit status {writer.returncode})")
             time.sleep(0.05)
         writer.kill()
         writer.wait(timeout=10)
@@ -256,6 +258,8 @@ def test_an_incomplete_data_set_is_refused_then_rewritten(scratch, tmp_path):
         build.prepare("mnist", ["redis"], data_root, limit=20000, force=True, progress=False, log=lambda *_: None)
         assert (data_root / "mnist" / "redis" / "manifest.json").exists()
     finally:
+        writer.kill()
+        writer.wait(timeout=10)
         c.close()
 
 

@@ -64,11 +64,11 @@ def kill_a_master_mid_pass(cluster, dest, tmp_path):
         got = reader.forward(3)
         os.kill(cluster.server_pids()[cluster.node_ports().index(victim)], signal.SIGKILL)
         got += reader.forward(10)
-        reader.close()
+        log = reader.close()
     finally:
         if reader.p.poll() is None:
             reader.p.kill()
-    return got, want, reader.p.stderr.read(), victim
+    return got, want, log, victim
 
 
 def test_a_master_killed_mid_pass_is_failed_over_by_the_keeper_and_the_sequence_is_lmdbs(replicated, tmp_path):

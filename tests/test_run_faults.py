@@ -22,7 +22,7 @@ import psutil
 import pytest
 
 import toolchain
-from conftest import ROOT, line_within, run, stderr_tail
+from conftest import ROOT, ended_within, given_up, line_within, run
 from test_redis import cluster, redis_cifar, running, scratch, scratch_cluster  # noqa: F401 (fixtures)
 
 NOBODY = 65534
@@ -88,15 +88,18 @@ def test_run_py_killed_with_sigkill_leaves_nothing_after_the_next_start(mnist_sm
             "--data", str(mnist_small.parent), "--out", str(out), "--quiet"]
     killed = subprocess.Popen(args + ["--iters", "100000"], env=env, stdout=subprocess.DEVNULL,
                               stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 120
-    while not any("Iteration" in log.read_text(errors="replace") for log in out.glob("mnist/runs/*/caffe.log")):
-        assert killed.poll() is None and time.monotonic() < deadline, stderr_tail(killed)
-        time.sleep(0.2)
-    rings, groups = rings_of(mnist_small / "lmdb", used=True), cgroups_of_runs(out)
-    assert processes_under(out) and rings and groups
-    others = other_runs_of_this_user(out)
-    killed.kill()
-    killed.wait(timeout=10)
+    try:
+        deadline = time.monotonic() + 120
+        while not any("Iteration" in log.read_text(errors="replace") for log in out.glob("mnist/runs/*/caffe.log")):
+            if killed.poll() is not None or time.monotonic() > deadline:
+                given_up(killed, f"Caffe's first iteration within 120 s (exit status {killed.returncode})")
+            time.sleep(0.2)
+        rings, groups = rings_of(mnist_small / "lmdb", used=True), cgroups_of_runs(out)
+        assert processes_under(out) and rings and groups
+        others = other_runs_of_this_user(out)
+    finally:
+        killed.kill()  # the test's own step as well: run.py killed with SIGKILL
+        killed.wait(timeout=10)
     deadline = time.monotonic() + 10
     while processes_under(out):  # the solvers and the monitor die with run.py
         assert time.monotonic() < deadline, [p.cmdline() for p in processes_under(out)]
@@ -152,7 +155,8 @@ def test_servers_whose_starter_was_killed_are_replaced_a_live_starters_are_not(t
     c, left = Cluster(root, port=port), []
     try:
         said = line_within(owner, "'up' from a process starting a cluster of 3", time.monotonic() + 120)
-        assert said.strip() == "up", stderr_tail(owner)
+        if said.strip() != "up":
+            given_up(owner, f"'up' from a process starting a cluster of 3, not {said!r}")
         left = c.server_pids()
         with pytest.raises(ClusterError, match="refuses this password"):  # its starter lives: not ours to stop
             c.start()
@@ -370,7 +374,7 @@ def test_a_seed_still_loading_is_passed_over_for_the_next(redis_cifar, running, 
     try:
         seeds = ",".join([f"127.0.0.1:{loading.port}"] + [f"127.0.0.1:{p}" for p in running.node_ports()])
         net = redis_data_net(tmp_path / "net.prototxt", f"redis://{seeds}/cifar10:train")
-        out, err = net_process(net, 3).communicate("go\n", timeout=120)
+        out, err = ended_within(net_process(net, 3), "the net's 3 forward passes", 120, stdin="go\n")
         assert "done" in out, err[-2000:]
         assert [b"CLUSTER", b"SLOTS"] in loading.commands  # it was asked first, and passed over
     finally:
@@ -388,7 +392,7 @@ def test_the_reader_authenticates_where_the_slot_map_points_shown(redis_cifar, r
     seed = FakeNode(slots)
     try:
         net = redis_data_net(tmp_path / "net.prototxt", f"redis://127.0.0.1:{seed.port}/cifar10:train")
-        net_process(net, 1).communicate("go\n", timeout=60)
+        ended_within(net_process(net, 1), "the net's forward pass", 60, stdin="go\n")
         sent = os.environ["IMGSTORE_REDIS_PASSWORD"].encode()
         assert [b"AUTH", sent] in elsewhere.commands
     finally:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import line_within
+from conftest import ended_within, given_up, line_within
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -105,3 +105,34 @@ def test_a_wait_for_a_childs_line_ends_at_its_deadline_naming_what_it_awaited():
     assert str(failed.value).startswith(f"no line by the deadline: the second line (pid {p.pid}, now killed)")
     assert "why it hangs" in str(failed.value)
     assert p.wait(timeout=10) == -signal.SIGKILL
+
+
+@pytest.mark.timeout(60)
+def test_a_child_given_up_shows_the_log_it_wrote_while_running():
+    """Its stderr is read after the kill: read before it, a running child's would never end."""
+    p = subprocess.Popen(["sh", "-c", "echo what it was doing >&2; exec sleep 120"], text=True,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    time.sleep(0.5)
+    started = time.monotonic()
+    with pytest.raises(pytest.fail.Exception) as failed:
+        given_up(p, "a sign of progress")
+    assert time.monotonic() - started < 5
+    assert str(failed.value).startswith(f"a sign of progress (pid {p.pid}, now killed); its stderr ended:\n")
+    assert "what it was doing" in str(failed.value)
+    assert p.wait(timeout=10) == -signal.SIGKILL
+
+
+@pytest.mark.timeout(60)
+def test_a_child_that_does_not_end_in_time_is_killed_naming_what_was_awaited():
+    """communicate() reads the stderr before its timeout: the message still holds it."""
+    p = subprocess.Popen(["sh", "-c", "echo why it hangs >&2; exec sleep 120"], text=True,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    started = time.monotonic()
+    with pytest.raises(pytest.fail.Exception) as failed:
+        ended_within(p, "its end", 1)
+    assert time.monotonic() - started < 15
+    assert str(failed.value).startswith(f"its end within 1 s (pid {p.pid}, now killed); its stderr ended:\n")
+    assert "why it hangs" in str(failed.value)
+    assert p.wait(timeout=10) == -signal.SIGKILL
+    ok = subprocess.Popen(["cat"], text=True, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert ended_within(ok, "cat's end", 30, stdin="echoed\n") == ("echoed\n", "")
