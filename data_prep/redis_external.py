@@ -161,8 +161,8 @@ class ExternalCluster:
         return []
 
     def server_usage(self):
-        """Per master (HOST:PORT): its CPU seconds and resident memory as its INFO says; None each
-        where the user may not ask (an ACL without +info)."""
+        """Per master (HOST:PORT): its CPU seconds, resident memory and keyspace hits (reads of a
+        key it holds) as its INFO says; None each where the user may not ask (an ACL without +info)."""
         import redis
         c = self.client()
         try:
@@ -172,7 +172,8 @@ class ExternalCluster:
             except redis.RedisError:
                 return {node.name: None for node in primaries}
             return {name: {"cpu_seconds": round(v["used_cpu_sys"] + v["used_cpu_user"], 3),
-                           "rss_bytes": v["used_memory_rss"]} for name, v in info.items()}
+                           "rss_bytes": v["used_memory_rss"], "keyspace_hits": v["keyspace_hits"]}
+                    for name, v in info.items()}
         finally:
             c.close()
 

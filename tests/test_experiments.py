@@ -10,9 +10,9 @@ import pytest
 
 import toolchain
 from conftest import ROOT, run
-from data_prep import backends, cache
+from data_prep import backends, cache, locations, manifest
 from experiments import cgroup, runner
-from experiments.record import recorded
+from experiments.record import COLD_AT_MOST, recorded
 from monitor.summary import summarize
 
 PY = str(ROOT / ".venv" / "bin" / "python")
@@ -28,6 +28,28 @@ def run_cli(args, **kw):
     return run([PY, str(ROOT / "experiments" / "run.py")] + args, **kw)
 
 
+def gets_served(cluster):
+    """The GETs every node of `cluster` has run since it started, from INFO commandstats."""
+    total = 0
+    for c in cluster.nodes():
+        try:
+            total += c.info("commandstats").get("cmdstat_get", {}).get("calls", 0)
+        finally:
+            c.close()
+    return total
+
+
+def warm_pass_gets(dest):
+    """The GETs the servers ran for a warm cache state of the Redis artifact at `dest` (the
+    cluster up for it, and stopped after where it was not running)."""
+    from data_prep.backends.redis_store import cluster_of
+    cluster = cluster_of(dest)
+    with cluster.session():
+        before = gets_served(cluster)
+        locations.of(backends.get("redis"), dest).set_cache("warm")
+        return gets_served(cluster) - before
+
+
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_each_backend_trains_through_the_runner(backend, mnist_small, results):
     run_cli(["mnist", backend, "warm", "--cpu", "--iters", "40", "--test-interval", "40",
@@ -41,8 +63,14 @@ def test_each_backend_trains_through_the_runner(backend, mnist_small, results):
     assert r.wall_seconds >= r.solver_seconds + (r.startup_seconds + r.initial_test_seconds) * 0.9
     if backends.get(backend).location == "local":  # measured by mincore; a server's memory is not measured so
         assert r.cache_resident_fraction > 0.99 and r.cache_method.startswith("read")
-    else:
+    else:  # the servers hold every record either way: what warm does is read each one once
         assert r.cache_method.startswith("every record read once over the network")
+        dest, split = mnist_small / backend, manifest.load(mnist_small / backend).splits
+        gets = warm_pass_gets(dest)
+        # every train and test record, plus a GET of each split's marker when its keys are
+        # listed and again when it is checked
+        counts = {phase: s.count for phase, s in split.items()}
+        assert gets == sum(counts.values()) + 2 * len(split), f"the warm pass ran {gets} GETs for the records {counts}"
     assert r.monitor["samples"] >= 1 and "cpu_user_mean" in r.monitor
     assert r.process["cpu_seconds"] > 0 and "solver (main thread)" in r.process["thread_cpu_seconds"]
     assert 10 * 2**20 < r.process["peak_rss_bytes"] < 4 * 2**30
@@ -121,6 +149,9 @@ def test_fadvise_fallback_is_recorded_as_such(mnist_small, tmp_path, monkeypatch
                           data_root=mnist_small.parent, results=tmp_path, cold_fallback="fadvise")
     r = runner.run(spec, log=lambda *_: None)
     assert r.cache_method == "fadvise" and r.ok
+    assert r.cache_resident_fraction <= COLD_AT_MOST and r.cache_state == "cold", \
+        f"after fadvise {r.cache_resident_fraction:.1%} resident before the clock ({r.cache_state}; " \
+        f"cold <= {COLD_AT_MOST:.0%})"
 
 
 def test_monitor_samples_cpu_memory_disk_and_measures_itself(tmp_path):

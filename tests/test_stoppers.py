@@ -57,6 +57,35 @@ def test_one_thread_is_named_where_it_ran_out_at_n_and_not_at_the_n_that_held():
     assert capacity.stopped_by(failed, held=same).startswith("not found (thread 97% at 4, 97% at 3, 1 thread")
 
 
+def on_solver(share, prefetch=0.0):
+    """thread_cpu_seconds of a solver whose main thread was busy `share` of its training."""
+    return {"thread_cpu_seconds": {proctrack.PREFETCH: prefetch * TRAINING, proctrack.SOLVER: share * TRAINING}}
+
+
+@pytest.mark.parametrize("backend, layer", [("hdf5", "HDF5Data"), ("pymem", "MemoryData")])
+def test_one_thread_is_named_on_the_solver_thread_where_its_layer_reads_there(backend, layer):
+    """HDF5Data and MemoryData read on the solver thread: its share names the class, at N + 1
+    and not at the N that held, and no thread count is given (it is the solver's one)."""
+    held = group(3, "a", backend=backend, process=on_solver(0.70))
+    failed = group(4, "b", backend=backend, process=on_solver(0.97))
+    assert capacity.stopped_by(failed, held=held) == f"one thread (solver thread, {layer} 97% at 4, 70% at 3)"
+    same = group(3, "c", backend=backend, process=on_solver(0.97))
+    assert capacity.stopped_by(failed, held=same).startswith("not found (thread 97% at 4, 97% at 3; ")
+
+
+def test_the_solver_thread_is_not_named_on_the_wrong_threads_evidence():
+    """The wrong evidence refused: HDF5Data's prefetch thread busy (it reads nothing there) with
+    the solver thread idle; a Data layer's solver thread busy (its compute, not its data). One
+    and two solvers, so that the busy threads leave the cores under their threshold."""
+    held = group(1, "a", backend="hdf5", process=on_solver(0.05, prefetch=0.70))
+    failed = group(2, "b", backend="hdf5", process=on_solver(0.05, prefetch=0.97))
+    assert capacity.stopped_by(failed, held=held) == "not found (thread 5% at 2, 5% at 1; cores 76% at 2, 28% at 1)"
+    held = group(1, "c", process=on_solver(0.70, prefetch=0.1))
+    failed = group(2, "d", process=on_solver(0.97, prefetch=0.1))
+    assert capacity.stopped_by(failed, held=held) == \
+        "not found (thread 10% at 2, 10% at 1, 1 thread; cores 79% at 2, 30% at 1)"
+
+
 def test_data_threads_say_how_many_threads_the_solver_had():
     two = {"read_options": {"decode_threads": 2}, "backend": "images"}
     held = group(1, "a", process={"thread_cpu_seconds": {proctrack.PREFETCH: 6.0, proctrack.DECODE: 6.0}}, **two)

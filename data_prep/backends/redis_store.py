@@ -489,12 +489,15 @@ class RedisClusterLocation(locations.Location):
 
     def describe(self):
         """The cluster, the round trip, and each server's CPU seconds since set_cache and its
-        memory now."""
+        memory now (a cluster the user runs: also its keyspace hits since set_cache, the reads
+        it served)."""
         servers = {}
         for port, now in self.cluster.server_usage().items():
             then = (self.usage_before or {}).get(port)
             servers[port] = None if not (now and then) else {
                 "cpu_seconds": round(now["cpu_seconds"] - then["cpu_seconds"], 3), "rss_bytes": now["rss_bytes"]}
+            if servers[port] and "keyspace_hits" in now:
+                servers[port]["keyspace_hits"] = now["keyspace_hits"] - then["keyspace_hits"]
         return dict(self.cluster.describe(), kind=self.name, root=str(self.cluster.root),
                     load_seconds=self.load_seconds, servers=servers)
 
