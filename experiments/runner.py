@@ -389,7 +389,7 @@ def _train(run):
     finally:
         monitor.send_signal(signal.SIGTERM)
         monitor.wait()
-        _remove_leftovers(run, "by solvers of this run that died")
+        _remove_leftovers(run, "by solvers that died (no process holds it)")
         for run_dir in run.run_dirs:  # trained weights are no result here (CaffeNet: 240 MB)
             for f in run_dir.glob("snapshot_iter_*"):
                 f.unlink()
