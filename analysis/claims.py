@@ -256,9 +256,10 @@ def readme_transform_threads_gain():
 @claim
 def readme_transform_threads_elsewhere():
     """Where one thread kept up or the reads held the accelerator: the emulated H100 cold, the Titan X."""
-    cold = transform_threads_au("h100", "cold", 2) / transform_threads_au("h100", "cold", 1)
+    one, two = (transform_threads_au("h100", "cold", n) for n in (1, 2))
     titanx = [transform_threads_au("titanx2016", c, n) for c in ("warm", "cold") for n in (1, 2)]
-    return f"cold a second bought {cold:.2f}x", f"(AU {span(titanx, lambda x: f'{x:.2f}')})"
+    return (f"cold a second raised the AU {two / one:.2f}x ({one:.2f} to {two:.2f})",
+            f"(AU {span(titanx, lambda x: f'{x:.2f}')})")
 
 
 @claim
@@ -301,11 +302,14 @@ def peers_transform_threads_says():
               for c in ("warm", "cold")]
     cold = [transform_threads_runs("h100", n, "cold") for n in (1, 2)]
     kept_up = [transform_threads_cpu(a, c) for a, c in TRANSFORM_SETTINGS if transform_threads_au(a, c, 1) >= 0.90]
+    one, two = (transform_threads_au("h100", "cold", n) for n in (1, 2))
+    three = lambda x: f"{x:.3f}"  # noqa: E731
     return (f"its prefetch thread {percents(titanx)} busy",
-            f"a second thread bought {transform_threads_au('h100', 'cold', 2) / transform_threads_au('h100', 'cold', 1):.2f}x "
-            f"(medians), within the rounds' spread (AU {span([r.au for r in cold[0]], lambda x: f'{x:.3f}')} with one thread)",
-            f"the prefetch thread was {percents([statistics.median(r.prefetch_share() for r in cold[1])])} busy",
-            f"saw {percents([other_load(r) for r in cold[0] + cold[1]])} of the two cores busy beyond the runs' own",
+            f"a second thread raised the AU {two / one:.2f}x (medians {one:.3f} to {two:.3f}; one thread's runs "
+            f"{span([r.au for r in cold[0]], three)}, two threads' {span([r.au for r in cold[1]], three)})",
+            "the prefetch thread {} busy with one, {} with two".format(
+                *(percents([statistics.median(r.prefetch_share() for r in cold[n])]) for n in (0, 1))),
+            f"other load {percents([other_load(r) for r in cold[0] + cold[1]])} of the two cores",
             f"a second feeds it for {transform_threads_cpu('30ms', 'warm'):.2f}x the CPU per image",
             f"the second costs {span(kept_up, lambda x: f'{x:.2f}')}x the CPU per image for nothing")
 
@@ -1259,6 +1263,7 @@ def running_reclaimer():
 
 CAPACITY = catalogue.relative("ci-2core-capacity")
 CAPACITY_HOST2 = catalogue.relative("ci-2core-capacity-host2")
+CAPACITY_THREADS = catalogue.relative("ci-2core-capacity-transform-threads")
 CAPACITY_CONTROL = catalogue.relative("ci-2core-capacity-control")
 ONE_GIB = "1 GiB"
 PER_SOLVER = "1 GiB + 0.78125 GiB per further solver"  # --mem-per-solver 800M
@@ -1555,6 +1560,21 @@ def partly_warm_of(backends, dataset, accelerator, limits):
     """' (LMDB's runs partly warm)' for the backends among `backends` whose warm curve was not all warm."""
     missed = [BACKEND_LABELS[b] for b in backends if curve_had(dataset, accelerator, limits, b, "warm") != "warm"]
     return f" ({' and '.join(missed)}: partly warm)" if missed else ""
+
+
+@claim
+def capacity_transform_threads():
+    """ImageNet on the emulated H100 swept at 1 and 2 transform threads in one session: warm with no
+    limit, cold in 1 GiB + 800 MiB per solver; each curve's answer, AU at N and N + 1, and n."""
+    def cell(limits, backend, cache, threads):
+        key = ("imagenet", "h100", f"{limits}; transform_threads {threads}", backend, cache)
+        n, at, above = capacity_answer(*key, folder=CAPACITY_THREADS)
+        return f"{n} ({at:.3f} / {above:.3f})" if at else f"{n} ({above:.3f})"
+    per_solver = "1 GiB + 0.78125 GiB per further solver"
+    return (f"LMDB {cell(NO_LIMITS, 'lmdb', 'warm', 1)} at one thread, {cell(NO_LIMITS, 'lmdb', 'warm', 2)} at two",
+            f"Redis {cell(NO_LIMITS, 'redis', 'warm', 1)} and {cell(NO_LIMITS, 'redis', 'warm', 2)}",
+            f"LMDB {cell(per_solver, 'lmdb', 'cold', 1)} at one thread and {cell(per_solver, 'lmdb', 'cold', 2)} at "
+            f"two; Redis {cell(per_solver, 'redis', 'cold', 1)} and {cell(per_solver, 'redis', 'cold', 2)}")
 
 
 @claim
