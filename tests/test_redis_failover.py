@@ -79,7 +79,9 @@ def test_a_master_killed_mid_pass_is_failed_over_by_the_keeper_and_the_sequence_
     assert cluster.keeper_pid()
     got, want, log, victim = kill_a_master_mid_pass(cluster, dest, tmp_path)
     assert got == want
-    [(lost, served_by, pause)] = PAUSE.findall(log)
+    pauses = PAUSE.findall(log)
+    assert len(pauses) == 1, f"{len(pauses)} failover lines in the reader's log; it ended:\n{log[-3000:]}"
+    [(lost, served_by, pause)] = pauses
     assert lost == f"127.0.0.1:{victim}" and served_by != lost
     assert float(pause) <= cluster.node_timeout_ms / 1000 + 2
     assert float(pause) < cluster.node_timeout_ms / 1000  # not Redis's own detection: the keeper's
@@ -100,7 +102,9 @@ def test_without_the_keeper_redis_fails_over_on_its_own(replicated, tmp_path):
     kept = (cluster.root / "keeper.log").read_text()
     got, want, log, victim = kill_a_master_mid_pass(cluster, dest, tmp_path)
     assert got == want
-    [(lost, served_by, pause)] = PAUSE.findall(log)
+    pauses = PAUSE.findall(log)
+    assert len(pauses) == 1, f"{len(pauses)} failover lines in the reader's log; it ended:\n{log[-3000:]}"
+    [(lost, served_by, pause)] = pauses
     assert cluster.node_timeout_ms / 1000 - 1 <= float(pause) <= 2 * cluster.node_timeout_ms / 1000 + 2
     assert (cluster.root / "keeper.log").read_text() == kept  # nothing forced
     assert -0.1 <= seconds_between(promoted(cluster, served_by), reader_resumed(log)) < 1.0
