@@ -52,6 +52,7 @@ from analysis.hosts_table import limited_cores, shape_label, shape_word
 from data_prep import build
 from experiments import cgroup, prediction, record, runner
 from experiments.config import RunConfig, arguments
+from experiments.data_path_cpu import cpu_allows
 from monitor import cpu_probe
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -222,7 +223,7 @@ def compare(cell, reference, here, here_probe, cores, shape=None):
     if cell.capacity:
         quota = (shape or {}).get("cpu_quota")
         allows = prediction.predict_cpu_allows(ref, here_probe, prediction.probe_cores(cores, quota))
-        found = prediction.cpu_allows_measured(here, quota) if here else None
+        found = cpu_allows(here) if here else None  # its records carry the limit
         row["predicted_cpu_allows"], row["measured_cpu_allows"] = (x[0] if x else None for x in (allows, found))
     row["verdict"] = verdict(row)
     return row

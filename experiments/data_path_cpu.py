@@ -62,7 +62,7 @@ def images_per_core_second(records, cpu=data_path_cpu):
 
 def cpu_allows(records):
     """(N, the solver's data threads' share) the data path's CPU alone would allow at AU 0.90,
-    from the records' own rates: the host's cores x images/s per core over what 0.90 of one
+    from the records' own rates: the host's cores (a cpuset's, a quota's) x images/s per core over what 0.90 of one
     accelerator eats (its batch per emulated iteration), and 0 when one solver's data threads
     cannot deliver that much (their share: the threads, at most the cores, x one thread's rate
     over what is needed; one thread: Caffe's prefetch thread; several: decode_threads or
@@ -79,7 +79,9 @@ def cpu_allows(records):
     if not ms or not one_thread:
         return None
     needed = THRESHOLD * datasets.get(r.dataset).model.batch * 1000 / ms
-    cores = min((c for c in ((r.environment or {}).get("cpu_cores"), (r.limits or {}).get("cpus")) if c), default=None)
+    limits = r.limits or {}  # a cpuset leaves its CPUs; a quota, its cores' worth of CPU seconds
+    cores = min((c for c in ((r.environment or {}).get("cpu_cores"), limits.get("cpus"), limits.get("cpu_quota"))
+                 if c), default=None)
     if not cores:
         return None
     share = min(threads, cores) * one_thread / needed

@@ -37,7 +37,7 @@ The model's assumptions:
   cores' worth of time (all threads together), a probe measures min(1, F) of one core's speed
   (it is one thread), so a quota below one core is a slower host of one core (probe_cores), and
   the CPU seconds a run spent under it are CPU seconds as fast as anywhere on the host: its
-  cores for the N measured are F (cpu_allows_measured).
+  cores for the N measured are F (data_path_cpu.cpu_allows counts a quota's cores).
 """
 import dataclasses
 import statistics
@@ -161,15 +161,6 @@ def probe_cores(cores, cpu_quota=None):
     or under a CPU quota its cores' worth, at least one: a probe under a quota below one core
     already ran at that share of a core."""
     return max(1.0, cpu_quota) if cpu_quota else cores
-
-
-def cpu_allows_measured(records, cpu_quota=None):
-    """(N, one thread's share) the data path's CPU allows from runs measured on a host, as
-    data_path_cpu.cpu_allows, a CPU quota counted as the cores (cpu_allows counts the host's cores
-    and a cpuset: a quota slows no CPU second, it gives fewer of them)."""
-    if not cpu_quota:
-        return cpu_allows(records)
-    return cpu_allows([_on_host(r, 1.0, cpu_quota) for r in records])
 
 
 def predict_cpu_allows(reference_records, here_probe, here_cores):

@@ -11,7 +11,7 @@ import pytest
 from conftest import ROOT
 from analysis import hosts_table
 from benchmarks import host_check
-from experiments import cgroup, prediction, proctrack, record
+from experiments import cgroup, data_path_cpu, prediction, proctrack, record
 from experiments import run as run_cli
 from experiments.record import Record
 from monitor import cpu_probe
@@ -84,7 +84,7 @@ def test_the_capacity_row_under_a_quota_counts_the_quota_once():
     Under a quota of half a core the probe ran at half speed and each CPU second is as fast as
     before: predicted and measured N are both a quarter of the 2-core host's."""
     reference = [made({PIXELS: 600})]
-    n_there = prediction.cpu_allows_measured(reference)[0]
+    n_there = data_path_cpu.cpu_allows(reference)[0]
     here = [made({PIXELS: 600}, limits={"cpu_quota": 0.5})]  # run.py's records carry the unlimited probe
     row = host_check.compare(CAPACITY_CELL, ("ref", reference), here, {PIXELS: 300}, 0.5, {"cpu_quota": 0.5})
     assert row["predicted_cpu_allows"] == pytest.approx(n_there / 4)
@@ -93,7 +93,7 @@ def test_the_capacity_row_under_a_quota_counts_the_quota_once():
 
 def test_the_capacity_row_under_a_cpuset_has_its_cores():
     reference = [made({PIXELS: 600})]
-    n_there = prediction.cpu_allows_measured(reference)[0]
+    n_there = data_path_cpu.cpu_allows(reference)[0]
     here = [made({PIXELS: 600}, limits={"cpus": 1})]
     row = host_check.compare(CAPACITY_CELL, ("ref", reference), here, {PIXELS: 600}, 1, {"cpus": 1})
     assert row["predicted_cpu_allows"] == pytest.approx(n_there / 2)
