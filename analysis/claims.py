@@ -269,10 +269,12 @@ def peers_transform_threads_host():
     probes = [r.environment["cpu_probe"]["images_per_second"] for r in rs]
     sizes = {len(transform_threads_runs(a, n, c)) for a, c in TRANSFORM_SETTINGS for n in (1, 2)}
     ms = {a: {r.compute["ms_per_iteration"] for r in rs if r.compute["accelerator"] == a} for a, _ in TRANSFORM_SETTINGS}
+    cold = [r.cache_resident_fraction for r in rs if r.cache_state == "cold"]
     return (f"CPU probe {span(probes, lambda x: f'{x:.0f}')} images/s per core",
-            f"n = {span(sizes, str)} per row",
+            f"n = {span(sizes, str)} per row", f"cold runs {max(cold):.1%} resident",
             f"the H100's {span(ms['h100'], lambda x: f'{x:g}')} ms per iteration, the Titan X's "
-            f"{span(ms['titanx2016'], lambda x: f'{x:g}')} ms")
+            f"{span(ms['titanx2016'], lambda x: f'{x:g}')} ms",
+            f"accelerator of {span(ms['30ms'], lambda x: f'{x:g}')} ms per iteration")
 
 
 @claim
@@ -304,13 +306,18 @@ def peers_transform_threads_says():
     kept_up = [transform_threads_cpu(a, c) for a, c in TRANSFORM_SETTINGS if transform_threads_au(a, c, 1) >= 0.90]
     one, two = (transform_threads_au("h100", "cold", n) for n in (1, 2))
     three = lambda x: f"{x:.3f}"  # noqa: E731
+    superseded = [r for r in load([ROOT / TRANSFORM_THREADS]) if r.status == "superseded" and r.cache_state == "cold"
+                  and r.compute.get("accelerator") == "h100" and other_load(r) is not None]
+    superseded_load = [other_load(r) for r in superseded]
+    (slow,) = {r.compute["ms_per_iteration"] for r in transform_threads_runs("30ms", 1)}
     return (f"its prefetch thread {percents(titanx)} busy",
             f"a second thread raised the AU {two / one:.2f}x (medians {one:.3f} to {two:.3f}; one thread's runs "
             f"{span([r.au for r in cold[0]], three)}, two threads' {span([r.au for r in cold[1]], three)})",
             "the prefetch thread {} busy with one, {} with two".format(
                 *(percents([statistics.median(r.prefetch_share() for r in cold[n])]) for n in (0, 1))),
             f"other load {percents([other_load(r) for r in cold[0] + cold[1]])} of the two cores",
-            f"a second feeds it for {transform_threads_cpu('30ms', 'warm'):.2f}x the CPU per image",
+            f"with {percents(superseded_load)} other load",
+            f"too slow ({slow:g} ms), a second feeds it for {transform_threads_cpu('30ms', 'warm'):.2f}x the CPU per image",
             f"the second costs {span(kept_up, lambda x: f'{x:.2f}')}x the CPU per image for nothing")
 
 
@@ -436,7 +443,10 @@ def peers_dataloader_workers():
 @claim
 def peers_coalesced_warm():
     row = lambda d, form: peer(d, "caffe", form, 1, path=CAFFE_ROWS)  # noqa: E731
-    return (f"MNIST {row('mnist', 'lmdb-coalesced'):,.0f} against {row('mnist', 'lmdb'):,.0f} images per "
+    dearer = {d: row(d, "lmdb") / row(d, "lmdb-coalesced") for d in LABELS}
+    return (f"cost {span([dearer['mnist'], dearer['cifar10']])}x the stock path's CPU per image on small records "
+            f"({times(dearer['imagenet'])}x on ImageNet)",
+            f"MNIST {row('mnist', 'lmdb-coalesced'):,.0f} against {row('mnist', 'lmdb'):,.0f} images per "
             f"CPU-second, CIFAR-10 {row('cifar10', 'lmdb-coalesced'):,.0f} against {row('cifar10', 'lmdb'):,.0f}, "
             f"ImageNet {row('imagenet', 'lmdb-coalesced'):,.0f} against {row('imagenet', 'lmdb'):,.0f}",
             f"below DALI's on CIFAR-10 "
@@ -480,6 +490,35 @@ def peers_cold():
 
 
 PEERS_CLOCK = f"{catalogue.relative('ci-2core-peers')}/clock-2026-11-26/cold.json"
+LMDB_THREADS = f"{catalogue.relative('ci-2core-peers')}/lmdb-threads.json"
+
+
+@claim
+def peers_lmdb_threads():
+    """ImageNet LMDB warm, images/s: each loader's two threads (workers) over one."""
+    rate = lambda loader, t: peer("imagenet", loader, "lmdb", t, what="images_per_s", path=LMDB_THREADS)  # noqa: E731
+    gain = {loader: rate(loader, 2) / rate(loader, 1) for loader in ("caffe", "dali", "torch")}
+    return f"(Caffe {gain['caffe']:.2f}x, DALI {gain['dali']:.2f}x, the\nDataLoader {gain['torch']:.2f}x over one worker)"
+
+
+@claim
+def peers_decode_threads_cold():
+    return f"cold runs verified {max(r.cache_resident_fraction for r in had(runs(DECODE_THREADS), 'cold')):.1%}\nresident"
+
+
+@claim
+def peers_warm_reads_on():
+    """How long a warm peers cell reads at least (its min_seconds)."""
+    cells = json.loads((ROOT / PEERS).read_text())["cells"]
+    return f"a warm cell reads on for at least {max(c.get('min_seconds') or 0 for c in cells):g} s"
+
+
+@claim
+def peers_missed_cell():
+    """A cell of the check at the clock that missed its cache state, as its record's error reads."""
+    cells = json.loads((ROOT / PEERS_CLOCK).read_text())["cells"]
+    return next(c["error"].split(" (")[0] for c in cells if c.get("error", "").startswith("not cold"))
+
 
 
 @claim

@@ -10,8 +10,9 @@ accelerators fed (18 solvers, 4 H100s) and durations (638-645 s, 30 ms, 1.0 µs)
       returns contains it, so the records recompute it;
   (b) quoted: it stands in the span of a `<!-- source: NAME, where -->` marker whose NAME is one of
       SOURCES (a seed paper or a tool's own page), the same span rule; or
-  (c) a threshold the code defines: it reads as one of THRESHOLDS' constants, imported from the
-      modules that define them (record.WARM_AT_LEAST as "95%", the AU goal as "0.90" or "90%").
+  (c) a threshold or setting the code defines: it reads as one of THRESHOLDS' constants, imported from the
+      modules that define them (record.WARM_AT_LEAST as "95%", the AU goal as "0.90" or "90%"), or
+      an accelerator profile's time per iteration (models/accelerators.json: "197.2 ms").
 
     python tests/test_prose_numbers.py     # count per file and kind, and what is unaccounted for
 """
@@ -24,12 +25,12 @@ if __name__ == "__main__":
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from analysis import capacity, claims, fidelity, readme
-from experiments import data_path_cpu, record
+from experiments import accelerators, data_path_cpu, record
 
 # The pages checked. The other pages of docs/ follow (their numbers are counted by the script
 # above, not yet marked): capacity-method, emulation, faults, lmdb, running, and architecture,
 # redis-method and testing, which are edited elsewhere.
-CHECKED = ("README.md",)
+CHECKED = ("README.md", "docs/peers.md")
 
 # The sources a quoted figure may name: the seed papers and the pages of tools the docs compare with.
 SOURCES = {
@@ -142,7 +143,12 @@ def contains(text, kind, token, number):
 
 
 def threshold_forms():
-    return {form for v in THRESHOLDS.values() for form in (f"{v:.0%}", f"{v:.2f}")}
+    """How the prose writes THRESHOLDS (95%, 0.95) and the accelerator profiles' times per training
+    iteration (the emulated Titan X's 197.2 ms on CaffeNet: a setting, not a result)."""
+    shares = {form for v in THRESHOLDS.values() for form in (f"{v:.0%}", f"{v:.2f}")}
+    times = {f"{ms:{f}} ms" for profile in accelerators.profiles().values() for net in profile.values()
+             if isinstance(net, dict) and "train_ms" in net for ms in (net["train_ms"],) for f in ("g", ".1f", ".0f")}
+    return shares | times
 
 
 def source_name(detail):
@@ -164,7 +170,7 @@ def unaccounted(page, text):
             continue
         if any(k == "claim" and texts[name] and contains(texts[name], kind, token, number) for k, name in inside):
             continue
-        if token.rstrip("x") in forms or (kind == "AU" and number in forms):
+        if token.rstrip("x") in forms or token in forms or (kind == "AU" and number in forms):
             continue
         where = f" (claim {', '.join(name for k, name in inside if k == 'claim')} does not say it)" if inside else ""
         out.append(f"{page}:{line}: {kind} {token!r}: no claim, source or threshold of the code{where}")
