@@ -1525,16 +1525,22 @@ def capacity_imagenet_one_gib():
     files = [capacity_answer(*cell, "images", c)[2] for c in ("warm", "cold")]
     two = [r for r in capacity_curves()[(*cell, "lmdb", "cold")][0] if (r.concurrent or {}).get("solvers") == 2]
     two_f = lambda x: f"{x:.2f}"  # noqa: E731
+    over = max(r.data_over_cache_room() or 0 for r in capacity_curves()[(*cell, "lmdb", "warm")][0])
     return (f"from LMDB or LevelDB cold ({span(fed, two_f)})",
             f"(LMDB {au_above(*cell, 'lmdb', 'warm')}{had_note(curve_had(*cell, 'lmdb', 'warm'), 'warm')})",
+            f"warming {over:.1f}x more data than the cgroup can cache",
             f"Redis {span(redis, two_f)} and image files {span(files, two_f)}",
             f"the OOM killer took {sum(not r.ok for r in two)} of {len(two)}")
 
 
 @claim
 def capacity_titanx_imagenet():
+    from data_prep import datasets
+    from experiments import accelerators
     cell = ("imagenet", "titanx2016", PER_SOLVER)
-    return (f"LMDB {largest(*cell, 'lmdb', 'warm')} warm / {largest(*cell, 'lmdb', 'cold')} cold, "
+    model = datasets.get("imagenet").model
+    eats = model.batch * 1000 / accelerators.from_profile("titanx2016", model).ms_per_iteration
+    return (f"~{hundreds(eats)} images/s each", f"LMDB {largest(*cell, 'lmdb', 'warm')} warm / {largest(*cell, 'lmdb', 'cold')} cold, "
             f"Redis {warm_cold(*cell, 'redis')}, "
             f"LevelDB {span([largest(*cell, 'leveldb', c) for c in ('warm', 'cold')], str)} (its lock), "
             f"image files none ({au_above(*cell, 'images', 'warm')})",
@@ -1633,8 +1639,9 @@ def capacity_cpu_redis():
     imagenet = allows_against("imagenet", "titanx2016", PER_SOLVER, "redis")
     two = lambda x: f"{x:.2f}"  # noqa: E731
     ratios = [x for _, rs in small for x in rs]
+    residual = residual_share(("mnist", "h100", NO_LIMITS, "redis", "cold"))
     return (f"{small[0][0]} on CIFAR-10's H100, {small[1][0]} on its Titan X, {small[2][0]} and {small[3][0]} on MNIST "
-            f"({span(ratios, two)}x; MNIST's H100 cold, {small[2][1][1]:.2f}x",
+            f"({span(ratios, two)}x; MNIST's H100 cold, {small[2][1][1]:.2f}x", f"solver threads {residual:.0%} of the CPU",
             f"ImageNet's Titan X, {imagenet[0]} ({span(imagenet[1])}x)")
 
 
@@ -1727,9 +1734,98 @@ def capacity_coalesced():
     limits_0025 = [f"no limits; lmdb_ahead_mb {mb}; lmdb_read coalesced" for mb in (64, 8)]
     after = [largest(*cell(limits), folder=COALESCED_0025) for limits in limits_0025]
     allows = [cpu_allows(*cell(limits), folder=COALESCED_0025)[0] for limits in limits_0025]
+    cpu = [coalesced_cpu_per_run(cell(limits)) for limits in AHEAD_LIMITS]
+    two = lambda x: f"{x:.2f}"  # noqa: E731
+    failed = largest(*cell(AHEAD_LIMITS[1]), folder=COALESCED_AHEAD) + 1
+    cores = capacity_figures(cell(AHEAD_LIMITS[1]), failed, COALESCED_AHEAD).cores
     return (f"the stock cursor **{stock}**, coalesced **{ahead[0]}** at its default 64 MiB ahead and **{ahead[1]}** at "
-            "`--lmdb-ahead-mb 8`", f"the answers are the same, {after[0]}\nand {after[1]}, and the data path's CPU "
+            "`--lmdb-ahead-mb 8`", f"(CPU per solver run {span(cpu[0], two)}, {span(cpu[1], two)}\nand "
+            f"{span(cpu[2], two)} s; the 64 MiB group stops at N = {failed} with the cores {cores:.0%} busy",
+            f"the answers are the same, {after[0]}\nand {after[1]}, and the data path's CPU "
             f"allows {allows[0]:.1f} and {allows[1]:.1f}")
+
+
+AHEAD_LIMITS = (NO_LIMITS, "no limits; lmdb_read coalesced", "no limits; lmdb_ahead_mb 8; lmdb_read coalesced")
+
+
+def at_n(curve, n, folder=CAPACITY):
+    """The runs of a capacity curve at N solvers."""
+    from analysis import capacity
+    return [r for r in capacity_curves(folder)[curve][0] if capacity.solvers(r) == n]
+
+
+def capacity_figures(curve, n, folder=CAPACITY):
+    from analysis import capacity
+    return capacity.figures_of(at_n(curve, n, folder), ROOT / folder)
+
+
+def coalesced_cpu_per_run(curve):
+    """The median CPU seconds of one solver's process, at each N of a curve of the read-ahead sweep."""
+    from analysis import capacity
+    ns = {capacity.solvers(r) for r in capacity_curves(COALESCED_AHEAD)[curve][0]}
+    return [statistics.median(capacity._process_cpu(r) for r in at_n(curve, n, COALESCED_AHEAD) if r.ok) for n in ns]
+
+
+def solver_thread_share(group):
+    """The solvers' main threads' share of a group's processes' CPU."""
+    from analysis import capacity
+    main = sum((r.process or {}).get("thread_cpu_seconds", {}).get("solver (main thread)", 0) for r in group)
+    return main / sum(capacity._process_cpu(r) for r in group)
+
+
+def at_failing_n(curve):
+    """The finished runs at the N above a curve's answer (the N that failed), grouped by run."""
+    from analysis import capacity
+    return list(capacity._groups([r for r in at_n(curve, largest(*curve) + 1) if r.ok]).values())
+
+
+def residual_share(curve):
+    return statistics.median(solver_thread_share(g) for g in at_failing_n(curve))
+
+
+@claim
+def capacity_small_records_residual():
+    """Small records, LMDB, emulated H100, at the N that failed: the solvers' main threads' share of the
+    processes' CPU (median over groups), their start-up and their training seconds."""
+    curves = [(d, "h100", NO_LIMITS, "lmdb", c) for d in ("cifar10", "mnist") for c in ("warm", "cold")]
+    share = {d: [residual_share(k) for k in curves if k[0] == d] for d in ("cifar10", "mnist")}
+    runs_ = [r for k in curves for g in at_failing_n(k) for r in g]
+    one = lambda x: f"{x:.1f}"  # noqa: E731
+    startup = [statistics.median(r.startup_seconds for g in at_failing_n(k) for r in g) for k in curves]
+    return (f"threads take {percents(share['cifar10'])} of the group's CPU on CIFAR-10 and {percents(share['mnist'])} "
+            "on MNIST", f"the net's set-up, {span(startup, one)} s each",
+            f"({span([r.solver_seconds for r in runs_], one)} s of\ntraining per solver)")
+
+
+@claim
+def capacity_redis_every_core():
+    """ImageNet's Titan X from Redis (1 GiB + 800 MiB per solver): the CPU per image at N = 1 and at the N
+    that failed warm (the processes' own CPU and the servers'), the cores at the failing N's, and what the
+    CPU figure would predict without the servers' CPU."""
+    from experiments import data_path_cpu
+    from analysis import capacity
+    cell = ("imagenet", "titanx2016", PER_SOLVER, "redis")
+    rate = lambda rs: 1 / (1 / data_path_cpu.images_per_core_second(rs, capacity._process_cpu)  # noqa: E731
+                           + data_path_cpu.servers_cpu_per_image(rs))
+    failed = {c: largest(*cell, c) + 1 for c in ("warm", "cold")}
+    cores = {c: [capacity._processes_cpu(g) for g in at_failing_n((*cell, c))] for c in ("warm", "cold")}
+    return (f"({count(rate(at_n((*cell, 'warm'), 1)))} images per CPU-second at N = 1 warm, "
+            f"{count(rate(at_n((*cell, 'warm'), failed['warm'])))} at N = {failed['warm']})",
+            f"with the cores {percents(cores['warm'])} busy", f"at {percents(cores['cold'])}",
+            f"over-predicted Redis {span(redis_allowed_without_servers())}x")
+
+
+def redis_allowed_without_servers():
+    """Per Redis curve: the N the data path's CPU would allow, counting the solvers' CPU only, over the answer."""
+    from data_prep import datasets
+    from experiments import data_path_cpu
+    out = []
+    cells = [(d, a, NO_LIMITS) for d in ("cifar10", "mnist") for a in ("h100", "titanx2016")]
+    for curve in ((*cell, "redis", c) for cell in cells + [("imagenet", "titanx2016", PER_SOLVER)] for c in ("warm", "cold")):
+        rs = capacity_curves()[curve][0]
+        needed = data_path_cpu.THRESHOLD * datasets.get(curve[0]).model.batch * 1000 / rs[0].compute["ms_per_iteration"]
+        out.append(rs[0].environment["cpu_cores"] * data_path_cpu.images_per_core_second(rs) / needed / largest(*curve))
+    return out
 
 
 MULTIHOST = catalogue.relative("ci-2core-multihost-capacity")

@@ -30,7 +30,7 @@ from experiments import accelerators, data_path_cpu, record
 # The pages checked. The other pages of docs/ follow (their numbers are counted by the script
 # above, not yet marked): capacity-method, emulation, faults, lmdb, running, and architecture,
 # redis-method and testing, which are edited elsewhere.
-CHECKED = ("README.md", "docs/peers.md")
+CHECKED = ("README.md", "docs/capacity.md", "docs/peers.md")
 
 # The sources a quoted figure may name: the seed papers and the pages of tools the docs compare with.
 SOURCES = {
@@ -56,7 +56,7 @@ KINDS = {
     "percent": re.compile(ALONE + rf"({NUMBER})%"),
     "ratio": re.compile(ALONE + rf"({NUMBER})x(?!\w)"),
     "AU": re.compile(rf"\bAU (?:of |= |\(|median )?(\d\.\d+(?:-\d\.\d+)?)(?![\d%.]|-\d)"),
-    "rate": re.compile(ALONE + rf"({NUMBER}) (?:images|records|PNGs|reads)(?:/s| per (?:CPU |core[- ])?second)"),
+    "rate": re.compile(ALONE + rf"({NUMBER}) (?:images|records|PNGs|reads)(?:/s| per (?:(?:CPU|core)[- ])?second)"),
     "fed": re.compile(ALONE + rf"({NUMBER}) (?:solvers|H100s|accelerators)\b"),
     "duration": re.compile(ALONE + rf"({NUMBER}) (?:s|ms|µs)\b"),
 }
@@ -163,6 +163,9 @@ def unaccounted(page, text):
     out = [f"{page}:{first[0]}: source {detail!r}: not one of the sources of tests/test_prose_numbers.py "
            f"({', '.join(SOURCES)})" for kind, detail, first, _ in spans
            if kind == "source" and source_name(detail) not in SOURCES]
+    out += [f"{page}:{i}: a source marker that starts a line must stand alone on it (Markdown would take the rest of "
+            "the line as raw HTML)" for i, line in enumerate(text.splitlines(), 1)
+            if line.lstrip().startswith("<!-- source:") and not MARKER.fullmatch(line.strip())]
     forms = threshold_forms()
     for line, column, kind, token, number in numbers(text):
         inside = [(k, name) for k, name, first, end in spans if first <= (line, column) < end]
