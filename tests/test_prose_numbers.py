@@ -8,8 +8,9 @@ accelerators fed (18 solvers, 4 H100s) and durations (638-645 s, 30 ms, 1.0 µs)
       tests/test_claims_numbers.py: from the previous marker or the start of its paragraph to the
       marker; a marker alone on its line spans the block above it) and the text claims.NAME()
       returns contains it, so the records recompute it;
-  (b) quoted: it stands in the span of a `<!-- source: NAME, where -->` marker whose NAME is one of
-      SOURCES (a seed paper or a tool's own page), the same span rule; or
+  (b) quoted: a `<!-- source: NAME, where -->` marker whose NAME is one of SOURCES (a seed paper or
+      a tool's own page) quotes it: the marker closes a parenthesis that holds it, or it is the one
+      number right before the marker in its paragraph; or
   (c) a threshold or setting the code defines: it reads as one of THRESHOLDS' constants, imported from the
       modules that define them (record.WARM_AT_LEAST as "95%", the AU goal as "0.90" or "90%"), or
       an accelerator profile's time per iteration (models/accelerators.json: "197.2 ms").
@@ -30,7 +31,7 @@ from experiments import accelerators, data_path_cpu, record
 # The pages checked. The other pages of docs/ follow (their numbers are counted by the script
 # above, not yet marked): capacity-method, emulation, faults, lmdb, running, and architecture,
 # redis-method and testing, which are edited elsewhere.
-CHECKED = ("README.md", "docs/capacity.md", "docs/peers.md")
+CHECKED = ("README.md", "docs/capacity.md", "docs/peers.md", "docs/results.md")
 
 # The sources a quoted figure may name: the seed papers and the pages of tools the docs compare with.
 SOURCES = {
@@ -48,7 +49,10 @@ THRESHOLDS = {
     "data_path_cpu.THRESHOLD (the AU goal)": data_path_cpu.THRESHOLD,
     "fidelity.GOAL": fidelity.GOAL,
     "capacity.STORAGE_BUSY": capacity.STORAGE_BUSY,
+    "fidelity.EFFECT_GOAL (the paper's effects, at most)": fidelity.EFFECT_GOAL[1],
 }
+# A number reads as a threshold only after words that set one: a measured "AU 5%" is not COLD_AT_MOST.
+THRESHOLD_WORDS = re.compile(r"(>=|<=|at least|at most|within|goal|needs?|past|threshold|limit|over|under)\W*(?:(?:about|the)\W*)?$")
 
 NUMBER = r"\d(?:[\d,]*\d)?(?:\.\d+)?(?:-\d(?:[\d,]*\d)?(?:\.\d+)?)?"
 ALONE = r"(?<![\w.,-])"  # not the tail of a word, a decimal, a list or a range
@@ -62,7 +66,8 @@ KINDS = {
 }
 GENERATED_BEGIN = re.compile(r"<!-- [^>]*?: written by [^>]*-->")
 GENERATED_END = re.compile(r"<!-- (?:end of |/)[^>]*-->")
-MARKER = re.compile(r"<!-- (claim|source): ([^>]*?) -->")
+CLAIM = re.compile(r"<!-- claim: (\w+) -->")
+SOURCE = re.compile(r"<!-- source: ([^>]*?) -->")
 HIDDEN = re.compile(r"`[^`]*`|<!--.*?-->|\]\([^)]*\)")  # code spans, comments, link targets
 
 
@@ -93,37 +98,58 @@ def numbers(text):
     return sorted(found)
 
 
-def marker_spans(text):
-    """(kind, name, first (line, column), end (line, column)) of every claim or source marker: the
-    span runs from the previous marker or the start of its paragraph to the marker; a marker alone
-    on its line spans the block above it (tests/test_claims_numbers.py reads them the same way)."""
-    lines = text.splitlines()
+def offsets(text):
+    """The offset in `text` of each line's start (line numbers from 1: offsets(text)[line - 1])."""
+    starts, at = [], 0
+    for line in text.splitlines(keepends=True):
+        starts.append(at)
+        at += len(line)
+    return starts
+
+
+def paragraph_start(text, at):
+    """The offset of the start of the paragraph that holds offset `at` (after the last blank line)."""
+    blank = [m.end() for m in re.finditer(r"\n[ \t]*\n", text[:at])]
+    return blank[-1] if blank else 0
+
+
+def claim_spans(text):
+    """(NAME, start, end) offsets of every claim marker's span, as tests/test_claims_numbers.py reads
+    it: from the previous claim marker or the start of its paragraph to the marker; a marker alone
+    on its line spans the block above it (a table)."""
+    out, previous_end = [], 0
+    for m in CLAIM.finditer(text):
+        line_start = text.rfind("\n", 0, m.start()) + 1
+        line_end = text.find("\n", m.end())
+        if text[line_start:line_end if line_end >= 0 else None].strip() == m.group(0):
+            end = len(text[:line_start].rstrip())
+            out.append((m.group(1), paragraph_start(text, end), end))
+        else:
+            out.append((m.group(1), max(paragraph_start(text, m.start()), previous_end), m.start()))
+        previous_end = m.end()
+    return out
+
+
+def source_spans(text, found):
+    """(source, start, end) offsets of what each source marker quotes: the parenthesis it closes
+    ("... (its documentation: 172,801 images/s ...) <!-- source: FFCV, ... -->"), else the one
+    number right before it in its paragraph ("17x slower ... on ImageNet <!-- source: ... -->");
+    `found`: the offsets of the page's numbers."""
     out = []
-    for i, line in enumerate(lines):
-        previous_end = None
-        for m in MARKER.finditer(line):
-            if line.strip() == m.group(0):
-                end = i - 1
-                while end >= 0 and not lines[end].strip():
-                    end -= 1
-                start = end
-                while start > 0 and lines[start - 1].strip():
-                    start -= 1
-                out.append((m.group(1), m.group(2), (start + 1, 0), (end + 1, len(lines[end]))))
-                continue
-            if previous_end is not None:
-                first = (i + 1, previous_end)
-            else:
-                start = i
-                while start > 0 and lines[start - 1].strip() and not MARKER.search(lines[start - 1]):
-                    start -= 1
-                first = (start + 1, 0)
-                if start > 0 and lines[start - 1].strip():  # a marker on the line above ends the span before
-                    last = list(MARKER.finditer(lines[start - 1]))[-1]
-                    if lines[start - 1][last.end():].strip():
-                        first = (start, last.end())
-            out.append((m.group(1), m.group(2), first, (i + 1, m.start())))
-            previous_end = m.end()
+    for m in SOURCE.finditer(text):
+        start = paragraph_start(text, m.start())
+        before = text[start:m.start()].rstrip()
+        if before.endswith(")"):
+            depth = 0
+            for i in range(len(before) - 1, -1, -1):
+                depth += {")": 1, "(": -1}.get(before[i], 0)
+                if depth == 0:
+                    out.append((m.group(1), start + i, m.start()))
+                    break
+        else:
+            last = [at for at in found if start <= at < m.start()]
+            if last:
+                out.append((m.group(1), max(last), m.start()))
     return out
 
 
@@ -145,10 +171,16 @@ def contains(text, kind, token, number):
 def threshold_forms():
     """How the prose writes THRESHOLDS (95%, 0.95) and the accelerator profiles' times per training
     iteration (the emulated Titan X's 197.2 ms on CaffeNet: a setting, not a result)."""
-    shares = {form for v in THRESHOLDS.values() for form in (f"{v:.0%}", f"{v:.2f}")}
+    shares = {form for v in THRESHOLDS.values() for form in (f"{v:.0%}", f"{v:.2f}", f"{v:g}")}
     times = {f"{ms:{f}} ms" for profile in accelerators.profiles().values() for net in profile.values()
              if isinstance(net, dict) and "train_ms" in net for ms in (net["train_ms"],) for f in ("g", ".1f", ".0f")}
-    return shares | times
+    return shares, times
+
+
+def is_threshold(before, kind, token, number, shares):
+    """Whether a number is one of the thresholds, written after words that set one (`before`: its line up to it)."""
+    value = number if kind == "AU" else token.rstrip("x%") if kind == "ratio" else token
+    return value in shares and THRESHOLD_WORDS.search(before.rstrip(" (")) is not None
 
 
 def source_name(detail):
@@ -158,24 +190,28 @@ def source_name(detail):
 def unaccounted(page, text):
     """One line per result number of a page that no claim recomputes, no source quotes and no
     threshold of the code explains, naming page, line, kind and number; and one per bad source."""
-    spans = marker_spans(text)
-    texts = {name: said(name) for kind, name, _, _ in spans if kind == "claim"}
-    out = [f"{page}:{first[0]}: source {detail!r}: not one of the sources of tests/test_prose_numbers.py "
-           f"({', '.join(SOURCES)})" for kind, detail, first, _ in spans
-           if kind == "source" and source_name(detail) not in SOURCES]
+    starts, lines = offsets(text), text.splitlines()
+    found = numbers(text)
+    at = [starts[line - 1] + column for line, column, *_ in found]
+    claimed = claim_spans(text)
+    quoted = source_spans(text, at)
+    texts = {name: said(name) for name, _, _ in claimed}
+    out = [f"{page}:{text.count(chr(10), 0, m.start()) + 1}: source {m.group(1)!r}: not one of the sources of "
+           f"tests/test_prose_numbers.py ({', '.join(SOURCES)})" for m in SOURCE.finditer(text)
+           if source_name(m.group(1)) not in SOURCES]
     out += [f"{page}:{i}: a source marker that starts a line must stand alone on it (Markdown would take the rest of "
-            "the line as raw HTML)" for i, line in enumerate(text.splitlines(), 1)
-            if line.lstrip().startswith("<!-- source:") and not MARKER.fullmatch(line.strip())]
-    forms = threshold_forms()
-    for line, column, kind, token, number in numbers(text):
-        inside = [(k, name) for k, name, first, end in spans if first <= (line, column) < end]
-        if any(k == "source" and source_name(name) in SOURCES for k, name in inside):
+            "the line as raw HTML)" for i, line in enumerate(lines, 1)
+            if line.lstrip().startswith("<!-- source:") and not SOURCE.fullmatch(line.strip())]
+    shares, times = threshold_forms()
+    for (line, column, kind, token, number), offset in zip(found, at):
+        if any(start <= offset < end and source_name(s) in SOURCES for s, start, end in quoted):
             continue
-        if any(k == "claim" and texts[name] and contains(texts[name], kind, token, number) for k, name in inside):
+        inside = [name for name, start, end in claimed if start <= offset < end]
+        if any(texts[name] and contains(texts[name], kind, token, number) for name in inside):
             continue
-        if token.rstrip("x") in forms or token in forms or (kind == "AU" and number in forms):
+        if token in times or is_threshold(lines[line - 1][:column], kind, token, number, shares):
             continue
-        where = f" (claim {', '.join(name for k, name in inside if k == 'claim')} does not say it)" if inside else ""
+        where = f" (claim {', '.join(inside)} does not say it)" if inside else ""
         out.append(f"{page}:{line}: {kind} {token!r}: no claim, source or threshold of the code{where}")
     return out
 
