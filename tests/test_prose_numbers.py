@@ -240,3 +240,34 @@ if __name__ == "__main__":
     print(f"all: {sum(total.values())} numbers, {sum(missing.values())} unaccounted ({dict(total)})")
     for page in sys.argv[1:]:
         print("\n".join(unaccounted(page, page_texts()[page])))
+
+
+def test_a_removed_marker_an_unlisted_source_a_changed_number_and_a_measured_au_at_a_threshold_are_named():
+    text = page_texts()["README.md"]
+    line = next(i for i, l in enumerate(text.splitlines(), 1) if "<!-- claim: readme_records_cheaper -->" in l)
+    unmarked = text.replace(" <!-- claim: readme_records_cheaper -->", "")
+    assert unaccounted("README.md", unmarked) == [
+        f"README.md:{line}: ratio '2.7-18x': no claim, source or threshold of the code",
+        f"README.md:{line}: ratio '3.7-18x': no claim, source or threshold of the code"]
+    line = next(i for i, l in enumerate(text.splitlines(), 1) if "<!-- source: Lim 2016, abstract -->" in l)
+    unlisted = text.replace("<!-- source: Lim 2016, abstract -->", "<!-- source: a blog -->")
+    assert unaccounted("README.md", unlisted) == [
+        f"README.md:{line}: source 'a blog': not one of the sources of tests/test_prose_numbers.py ({', '.join(SOURCES)})",
+        f"README.md:{next(i for i, l in enumerate(text.splitlines(), 1) if '17x' in l)}: ratio '17x': no claim, "
+        "source or threshold of the code "
+        "(claim readme_files_over_kv_imagenet_2016 does not say it)"]
+    changed = text.replace("(3.7-18x with one thread", "(3.9-18x with one thread")
+    assert [e for e in unaccounted("README.md", changed) if "3.9-18x" in e] == [
+        f"README.md:{next(i for i, l in enumerate(changed.splitlines(), 1) if '3.9-18x' in l)}: ratio '3.9-18x': no "
+        "claim, source or threshold of the code (claim readme_records_cheaper does not say it)"]
+    measured = "The cold run had AU 5% at the end.\n\nA cold run needs at most 5% resident.\n"
+    assert unaccounted("x.md", measured) == ["x.md:1: percent '5%': no claim, source or threshold of the code"]
+
+
+def test_numbers_in_generated_blocks_code_and_comments_are_not_prose_and_each_kind_is_found():
+    text = ("<!-- t: written by x.py -->\n| 17x | 5% |\n<!-- end of t -->\n```\n1.5 s\n```\n`12%` <!-- 3x -->\n"
+            "AU 0.96, 11%, 1.56-1.84x, 3,119 images per CPU-second, 4 H100s, 638-645 s, 30 ms.\n")
+    assert [(n[0], n[2], n[3]) for n in numbers(text)] == [
+        (8, "AU", "AU 0.96"), (8, "percent", "11%"), (8, "ratio", "1.56-1.84x"),
+        (8, "rate", "3,119 images per CPU-second"), (8, "fed", "4 H100s"), (8, "duration", "638-645 s"),
+        (8, "duration", "30 ms")]
