@@ -1534,9 +1534,29 @@ def capacity_hosts_differ():
     """The same ImageNet LMDB Titan X cell on the faster host and on the slower one, and the faster one's rate."""
     cell = ("imagenet", "titanx2016", PER_SOLVER, "lmdb")
     rates = [per_core(*cell, c) for c in ("warm", "cold")]
+    slower = [per_core(*cell, c) / per_core(*cell, c, folder=CAPACITY_HOST2) for c in ("warm", "cold")]
     return (f"held {largest(*cell, 'warm')} solvers warm / {largest(*cell, 'cold')} cold on one 2-core VM and "
-            f"{warm_cold(*cell, folder=CAPACITY_HOST2)} on another",
+            f"{warm_cold(*cell, folder=CAPACITY_HOST2)} on another", f"per-thread CPU {span(slower)}x slower",
             f"(LMDB ~{span(rates, hundreds)} images per core-second)")
+
+
+@claim
+def capacity_method_cores_example():
+    """The method's example of a figure printed at both N: the cores, MNIST LMDB on the emulated H100, warm."""
+    curve = ("mnist", "h100", NO_LIMITS, "lmdb", "warm")
+    n = largest(*curve)
+    at = [capacity_figures(curve, m).cores for m in (n, n + 1)]
+    return f"{at[1]:.0%} at {n + 1}, {at[0]:.0%} at {n}"
+
+
+@claim
+def capacity_method_minority_example():
+    """The method's example of a class found in a minority of runs (CIFAR-10 pymem, emulated H100, warm),
+    as analysis/capacity.py words it."""
+    from analysis import capacity
+    curve = ("cifar10", "h100", NO_LIMITS, "pymem", "warm")
+    n = largest(*curve)
+    return capacity.stopped_by(at_n(curve, n + 1), ROOT / CAPACITY, at_n(curve, n))
 
 
 @claim

@@ -28,10 +28,9 @@ if __name__ == "__main__":
 from analysis import capacity, claims, fidelity, readme
 from experiments import accelerators, data_path_cpu, record
 
-# The pages checked. The other pages of docs/ follow (their numbers are counted by the script
-# above, not yet marked): capacity-method, emulation, faults, lmdb, running, and architecture,
-# redis-method and testing, which are edited elsewhere.
-CHECKED = ("README.md", "docs/capacity.md", "docs/peers.md", "docs/results.md")
+# The pages checked. The other pages of docs/ follow (the script above counts their numbers; not
+# yet marked): redis, emulation, lmdb, running, and architecture, faults, redis-method and testing.
+CHECKED = ("README.md", "docs/capacity-method.md", "docs/capacity.md", "docs/peers.md", "docs/results.md")
 
 # The sources a quoted figure may name: the seed papers and the pages of tools the docs compare with.
 SOURCES = {
@@ -49,10 +48,14 @@ THRESHOLDS = {
     "data_path_cpu.THRESHOLD (the AU goal)": data_path_cpu.THRESHOLD,
     "fidelity.GOAL": fidelity.GOAL,
     "capacity.STORAGE_BUSY": capacity.STORAGE_BUSY,
+    "capacity.THREAD_BUSY": capacity.THREAD_BUSY,
+    "capacity.CORES_BUSY": capacity.CORES_BUSY,
+    "capacity.SERVER_BUSY": capacity.SERVER_BUSY,
+    "capacity.READS_RISE": capacity.READS_RISE,
     "fidelity.EFFECT_GOAL (the paper's effects, at most)": fidelity.EFFECT_GOAL[1],
 }
 # A number reads as a threshold only after words that set one: a measured "AU 5%" is not COLD_AT_MOST.
-THRESHOLD_WORDS = re.compile(r"(>=|<=|at least|at most|within|goal|needs?|past|threshold|limit|over|under)\W*(?:(?:about|the)\W*)?$")
+THRESHOLD_WORDS = re.compile(r"(>=|<=|at least|at most|more than|less than|within|goal|needs?|past|threshold|limit|over|under)\W*(?:(?:about|the)\W*)?$")
 
 NUMBER = r"\d(?:[\d,]*\d)?(?:\.\d+)?(?:-\d(?:[\d,]*\d)?(?:\.\d+)?)?"
 ALONE = r"(?<![\w.,-])"  # not the tail of a word, a decimal, a list or a range
