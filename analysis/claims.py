@@ -317,7 +317,8 @@ def peers_transform_threads_says():
                 *(percents([statistics.median(r.prefetch_share() for r in cold[n])]) for n in (0, 1))),
             f"other load {percents([other_load(r) for r in cold[0] + cold[1]])} of the two cores",
             f"with {percents(superseded_load)} other load",
-            f"too slow ({slow:g} ms), a second feeds it for {transform_threads_cpu('30ms', 'warm'):.2f}x the CPU per image",
+            f"too slow ({slow:g} ms), a second feeds it for {transform_threads_cpu('30ms', 'warm'):.2f}x the CPU per "
+            "image",
             f"the second costs {span(kept_up, lambda x: f'{x:.2f}')}x the CPU per image for nothing")
 
 
@@ -498,12 +499,14 @@ def peers_lmdb_threads():
     """ImageNet LMDB warm, images/s: each loader's two threads (workers) over one."""
     rate = lambda loader, t: peer("imagenet", loader, "lmdb", t, what="images_per_s", path=LMDB_THREADS)  # noqa: E731
     gain = {loader: rate(loader, 2) / rate(loader, 1) for loader in ("caffe", "dali", "torch")}
-    return f"(Caffe {gain['caffe']:.2f}x, DALI {gain['dali']:.2f}x, the\nDataLoader {gain['torch']:.2f}x over one worker)"
+    return (f"(Caffe {gain['caffe']:.2f}x, DALI {gain['dali']:.2f}x, the\nDataLoader {gain['torch']:.2f}x over one "
+            "worker)")
 
 
 @claim
 def peers_decode_threads_cold():
-    return f"cold runs verified {max(r.cache_resident_fraction for r in had(runs(DECODE_THREADS), 'cold')):.1%}\nresident"
+    most = max(r.cache_resident_fraction for r in had(runs(DECODE_THREADS), "cold"))
+    return f"cold runs verified {most:.1%}\nresident"
 
 
 @claim
@@ -741,14 +744,16 @@ def redis_reader_cost():
     """MNIST and CIFAR-10 warm on the calibrated emulated H100: the prefetch thread's CPU per image from
     Redis over that from LMDB."""
     from experiments import data_path_cpu
-    rate = lambda d, b: data_path_cpu.images_per_core_second(h100_runs(d, b, "warm"), data_path_cpu.prefetch_cpu)  # noqa: E731
+    def rate(dataset, backend):
+        return data_path_cpu.images_per_core_second(h100_runs(dataset, backend, "warm"), data_path_cpu.prefetch_cpu)
     return [rate(d, "lmdb") / rate(d, "redis") for d in ("mnist", "cifar10")]
 
 
 @claim
 def results_h100_cold_verified():
     """The most of its data a cold run of a local backend had resident at its clock (the calibrated H100's matrix)."""
-    return f"verified cold ({max(r.cache_resident_fraction for r in had(runs(H100), 'cold') if (r.location or {}).get('kind') == 'local'):.1%} resident"
+    most = max(r.cache_resident_fraction for r in had(runs(H100), "cold") if (r.location or {}).get("kind") == "local")
+    return f"verified cold ({most:.1%} resident"
 
 
 @claim
@@ -824,7 +829,8 @@ def results_before_calibration():
     wall = lambda d, b, c: statistics.mean(r.wall_seconds for r in h100_runs(d, b, c, H100_BEFORE))  # noqa: E731
     au = lambda d, b: statistics.mean(r.au for r in h100_runs(d, b, "warm", H100_BEFORE))  # noqa: E731
     ms = {d: r.compute["ms_per_iteration"] for r in runs(H100_BEFORE) for d in [r.dataset]}
-    return (f"{ms['mnist']:g} / {ms['cifar10']:g} ms", f"LMDB at {wall('mnist', 'lmdb', 'warm'):.2f} s (MNIST) and {wall('cifar10', 'lmdb', 'warm'):.2f} s "
+    return (f"{ms['mnist']:g} / {ms['cifar10']:g} ms",
+            f"LMDB at {wall('mnist', 'lmdb', 'warm'):.2f} s (MNIST) and {wall('cifar10', 'lmdb', 'warm'):.2f} s "
             f"(CIFAR-10), HDF5 at {wall('mnist', 'hdf5', 'warm'):.2f} and {wall('cifar10', 'hdf5', 'warm'):.2f} "
             f"(AU {au('mnist', 'hdf5'):.0%} and {au('cifar10', 'hdf5'):.0%}), image files at "
             f"{wall('mnist', 'images', 'warm'):.2f} / {wall('mnist', 'images', 'cold'):.2f} s (MNIST warm / cold) and "
@@ -897,7 +903,8 @@ def results_paper2016_findings():
             f"make {span(per_file.values(), lambda x: f'{x:.2f}')} reads per PNG for both data sets "
             f"({round(cold_reads['cifar10'], -2):,.0f} for CIFAR-10's {files['cifar10']:,} files, "
             f"{round(cold_reads['mnist'], -2):,.0f} for MNIST's {files['mnist']:,})",
-            f"about {per_paper_file['cifar10'] / per_paper_file['mnist']:.2f}x an\nMNIST one (({paper['cifar10', 'images', 'cold']} - "
+            f"about {per_paper_file['cifar10'] / per_paper_file['mnist']:.2f}x an\nMNIST one "
+            f"(({paper['cifar10', 'images', 'cold']} - "
             f"{fastest['cifar10']:.0f}) / {files['cifar10']:,} against ({paper['mnist', 'images', 'cold']} - "
             f"{fastest['mnist']:.0f}) / {files['mnist']:,} s",
             f"/ LMDB is {ours('cifar10', 'images', 'warm') / ours('cifar10', 'lmdb', 'warm'):.2f}x "
@@ -993,7 +1000,8 @@ def results_real_h100():
 
 @claim
 def results_real_h100_cold():
-    return f"({max(r.cache_resident_fraction for r in had(runs(catalogue.relative('h100')), 'cold')):.0%} of\nthe artifact resident"
+    most = max(r.cache_resident_fraction for r in had(runs(catalogue.relative("h100")), "cold"))
+    return f"({most:.0%} of\nthe artifact resident"
 
 
 @claim
@@ -1006,8 +1014,8 @@ def results_real_h100_says():
     files = [wall(catalogue.relative("h100"), "mnist", "images", c) for c in ("cold", "warm")]
     slow = [wall(catalogue.relative("h100-paper2016-riops1000"), "mnist", b, "cold") for b in ("images", "lmdb")]
     cifar = [wall(catalogue.relative("h100"), "cifar10", b, "warm") for b in ("images", "lmdb")]
-    over_lmdb = [wall(catalogue.relative("h100"), "mnist", b, "warm") / wall(catalogue.relative("h100"), "mnist", "lmdb", "warm")
-                 for b in ("images", "hdf5")]
+    real = catalogue.relative("h100")
+    over_lmdb = [wall(real, "mnist", b, "warm") / wall(real, "mnist", "lmdb", "warm") for b in ("images", "hdf5")]
     from experiments import accelerators
     profiles = accelerators.profiles()
     faster = [profiles["titanx2016"][net]["train_ms"] / profiles["h100"][net]["train_ms"]
@@ -1617,7 +1625,8 @@ def capacity_titanx_imagenet():
     cell = ("imagenet", "titanx2016", PER_SOLVER)
     model = datasets.get("imagenet").model
     eats = model.batch * 1000 / accelerators.from_profile("titanx2016", model).ms_per_iteration
-    return (f"~{hundreds(eats)} images/s each", f"LMDB {largest(*cell, 'lmdb', 'warm')} warm / {largest(*cell, 'lmdb', 'cold')} cold, "
+    return (f"~{hundreds(eats)} images/s each",
+            f"LMDB {largest(*cell, 'lmdb', 'warm')} warm / {largest(*cell, 'lmdb', 'cold')} cold, "
             f"Redis {warm_cold(*cell, 'redis')}, "
             f"LevelDB {span([largest(*cell, 'leveldb', c) for c in ('warm', 'cold')], str)} (its lock), "
             f"image files none ({au_above(*cell, 'images', 'warm')})",
@@ -1718,7 +1727,8 @@ def capacity_cpu_redis():
     ratios = [x for _, rs in small for x in rs]
     residual = residual_share(("mnist", "h100", NO_LIMITS, "redis", "cold"))
     return (f"{small[0][0]} on CIFAR-10's H100, {small[1][0]} on its Titan X, {small[2][0]} and {small[3][0]} on MNIST "
-            f"({span(ratios, two)}x; MNIST's H100 cold, {small[2][1][1]:.2f}x", f"solver threads {residual:.0%} of the CPU",
+            f"({span(ratios, two)}x; MNIST's H100 cold, {small[2][1][1]:.2f}x",
+            f"solver threads {residual:.0%} of the CPU",
             f"ImageNet's Titan X, {imagenet[0]} ({span(imagenet[1])}x)")
 
 
@@ -1866,12 +1876,12 @@ def capacity_small_records_residual():
     processes' CPU (median over groups), their start-up and their training seconds."""
     curves = [(d, "h100", NO_LIMITS, "lmdb", c) for d in ("cifar10", "mnist") for c in ("warm", "cold")]
     share = {d: [residual_share(k) for k in curves if k[0] == d] for d in ("cifar10", "mnist")}
-    runs_ = [r for k in curves for g in at_failing_n(k) for r in g]
+    failed = [r for k in curves for g in at_failing_n(k) for r in g]
     one = lambda x: f"{x:.1f}"  # noqa: E731
     startup = [statistics.median(r.startup_seconds for g in at_failing_n(k) for r in g) for k in curves]
     return (f"threads take {percents(share['cifar10'])} of the group's CPU on CIFAR-10 and {percents(share['mnist'])} "
             "on MNIST", f"the net's set-up, {span(startup, one)} s each",
-            f"({span([r.solver_seconds for r in runs_], one)} s of\ntraining per solver)")
+            f"({span([r.solver_seconds for r in failed], one)} s of\ntraining per solver)")
 
 
 @claim
@@ -1898,7 +1908,8 @@ def redis_allowed_without_servers():
     from experiments import data_path_cpu
     out = []
     cells = [(d, a, NO_LIMITS) for d in ("cifar10", "mnist") for a in ("h100", "titanx2016")]
-    for curve in ((*cell, "redis", c) for cell in cells + [("imagenet", "titanx2016", PER_SOLVER)] for c in ("warm", "cold")):
+    cells.append(("imagenet", "titanx2016", PER_SOLVER))
+    for curve in ((*cell, "redis", c) for cell in cells for c in ("warm", "cold")):
         rs = capacity_curves()[curve][0]
         needed = data_path_cpu.THRESHOLD * datasets.get(curve[0]).model.batch * 1000 / rs[0].compute["ms_per_iteration"]
         out.append(rs[0].environment["cpu_cores"] * data_path_cpu.images_per_core_second(rs) / needed / largest(*curve))
