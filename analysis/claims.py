@@ -1196,6 +1196,41 @@ def lmdb_lmdbio_one_pass():
 
 
 @claim
+def lmdb_lmdbio_four():
+    """Four solvers on one cold pass in 6 GiB against one: the device bytes, the time, the host's idle share."""
+    grow, longer, idle = {}, {}, []
+    for read in ("mmap", "coalesced"):
+        one, four = lmdbio_runs("lmdb", read, "cold", 6)[0], lmdbio_runs("lmdb", read, "cold", 6, solvers=4)
+        grow[read] = four[0].concurrent["device_read_bytes"] / one.monitor["read_bytes_total"] - 1
+        longer[read] = max(r.solver_seconds for r in four) / one.solver_seconds
+        idle += [r.monitor["cpu_idle_mean"] / 100 for r in four]
+    return (f"(device bytes grow by {percents(grow.values())})", f"take {longer['mmap']:.2f}x as long",
+            f"{longer['coalesced']:.2f}x", f"({percents(idle)} idle)")
+
+
+@claim
+def lmdb_lmdbio_stock_au():
+    return f"at {percents([lmdbio_runs('lmdb', 'mmap', c, 1.5)[0].au for c in ('warm', 'cold')])} AU"
+
+
+@claim
+def lmdb_shared_stagger():
+    """The seconds apart the staggered solvers started (benchmarks/lmdb_shared.py --stagger, as recorded)."""
+    def apart(name):
+        command = json.loads((ROOT / LMDB_SHARED / name).read_text())["command"]
+        return float(command[command.index("--stagger") + 1])
+    return (f"started {apart('imagenet-mem2500M-ra128-stagger1-2passes.json'):g} s apart",
+            f"Started {apart('imagenet-mem2500M-ra128-stagger2.json'):g} s")
+
+
+@claim
+def lmdb_shared_imagenet_2016_room():
+    """The 2016 machine's ImageNet runs of the shared reader: the data over what the memory left to the page cache."""
+    rs = [r for r in runs(f"{LMDB_SHARED}/imagenet-2016") if r.data_over_cache_room()]
+    return f"is {span([r.data_over_cache_room() for r in rs])}x what is left for the page cache"
+
+
+@claim
 def lmdb_lmdbio_says():
     mmap = [lmdbio_runs("lmdb", "mmap", c, 1.5)[0].au for c in ("warm", "cold")]
     coalesced = [lmdbio_runs("lmdb", "coalesced", c, 1.5)[0].au for c in ("warm", "cold")]
@@ -2183,7 +2218,7 @@ def patch_constant(name):
     """A constant of this project's Caffe patches (the last patch to set it), e.g. kStalledMs."""
     import re
     found = [m.group(1) for p in sorted((ROOT / "caffe" / "patches").glob("*.patch"))
-             for m in re.finditer(rf"const int64_t {name} = (\d+);", p.read_text())]
+             for m in re.finditer(rf"const int(?:64_t)? {name} = (\d+);", p.read_text())]
     return int(found[-1])
 
 
@@ -2196,6 +2231,18 @@ def architecture_ring_stall():
 def lmdb_ring_waits():
     return (f"the {patch_constant('kLeftBehindMs') / 1000:g} s and the {patch_constant('kStalledMs') / 1000:g} s "
             "are the waiting solver's own wait")
+
+
+@claim
+def lmdb_ring_takeover():
+    """How soon another solver takes a killed writer's role: two of its looks for the writer's lock."""
+    return f"within {2 * patch_constant('kWaitMs')} ms"
+
+
+@claim
+def lmdb_ring_pauses():
+    return (f"a step of its {patch_constant('kWaitMs')} ms wait loop",
+            f"still stops them after {patch_constant('kStalledMs') / 1000:g} s")
 
 
 @claim

@@ -9,8 +9,9 @@ accelerators fed (18 solvers, 4 H100s) and durations (638-645 s, 30 ms, 1.0 µs)
       marker; a marker alone on its line spans the block above it) and the text claims.NAME()
       returns contains it, so the records recompute it;
   (b) quoted: a `<!-- source: NAME, where -->` marker whose NAME is one of SOURCES (a seed paper or
-      a tool's own page) quotes it: the marker closes a parenthesis that holds it, or it is the one
-      number right before the marker in its paragraph; or
+      a tool's own page), or `<!-- source: NOTES, results/FOLDER -->` whose NOTES.md holds the
+      number (a measurement no record holds), quotes it: the marker closes a parenthesis that
+      holds it, or it is the one number right before the marker in its paragraph; or
   (c) a threshold or setting the code defines: it reads as one of THRESHOLDS' constants, imported from the
       modules that define them (record.WARM_AT_LEAST as "95%", the AU goal as "0.90" or "90%"), or
       an accelerator profile's time per iteration (models/accelerators.json: "197.2 ms").
@@ -29,8 +30,8 @@ from analysis import capacity, claims, fidelity, readme
 from experiments import accelerators, data_path_cpu, record
 
 # The pages checked. The other pages of docs/ follow (the script above counts their numbers; not
-# yet marked): redis, emulation, lmdb, running, and architecture, faults, redis-method and testing.
-CHECKED = ("README.md", "docs/capacity-method.md", "docs/capacity.md", "docs/peers.md", "docs/results.md")
+# yet marked): redis, emulation, running, and architecture, faults, redis-method and testing.
+CHECKED = ("README.md", "docs/capacity-method.md", "docs/capacity.md", "docs/lmdb.md", "docs/peers.md", "docs/results.md")
 
 # The sources a quoted figure may name: the seed papers and the pages of tools the docs compare with.
 SOURCES = {
@@ -40,6 +41,9 @@ SOURCES = {
     "FFCV": "FFCV's own benchmark page (ffcv.io)",
     "MLPerf Storage": "MLPerf Storage's rules and results (mlcommons.org)",
 }
+# A measurement a results folder's NOTES.md holds and no record does (a profiler's figure, a reader's
+# log line): `<!-- source: NOTES, results/FOLDER -->`, and that NOTES.md must hold the number itself.
+NOTES = "NOTES"
 
 # Thresholds and conditions the code defines, as fractions: a number that reads as one is no result.
 THRESHOLDS = {
@@ -190,6 +194,21 @@ def source_name(detail):
     return detail.split(",")[0].strip()
 
 
+def notes_of(detail):
+    """The NOTES.md a `NOTES, results/FOLDER` source names (None where it names none that exists)."""
+    folder = detail.split(",", 1)[1].strip() if "," in detail else ""
+    path = readme.ROOT / folder / "NOTES.md"
+    return path if folder.startswith("results/") and path.is_file() else None
+
+
+def quotes(detail, kind, token, number):
+    """Whether a source marker's source holds a number: a listed source is taken at its word; a
+    NOTES.md must hold the number as the page writes it."""
+    if source_name(detail) != NOTES:
+        return source_name(detail) in SOURCES
+    return notes_of(detail) is not None and contains(notes_of(detail).read_text(), kind, token, number)
+
+
 def unaccounted(page, text):
     """One line per result number of a page that no claim recomputes, no source quotes and no
     threshold of the code explains, naming page, line, kind and number; and one per bad source."""
@@ -200,14 +219,14 @@ def unaccounted(page, text):
     quoted = source_spans(text, at)
     texts = {name: said(name) for name, _, _ in claimed}
     out = [f"{page}:{text.count(chr(10), 0, m.start()) + 1}: source {m.group(1)!r}: not one of the sources of "
-           f"tests/test_prose_numbers.py ({', '.join(SOURCES)})" for m in SOURCE.finditer(text)
-           if source_name(m.group(1)) not in SOURCES]
+           f"tests/test_prose_numbers.py ({', '.join(SOURCES)}, or NOTES, results/FOLDER)" for m in SOURCE.finditer(text)
+           if source_name(m.group(1)) not in SOURCES and notes_of(m.group(1)) is None]
     out += [f"{page}:{i}: a source marker that starts a line must stand alone on it (Markdown would take the rest of "
             "the line as raw HTML)" for i, line in enumerate(lines, 1)
             if line.lstrip().startswith("<!-- source:") and not SOURCE.fullmatch(line.strip())]
     shares, times = threshold_forms()
     for (line, column, kind, token, number), offset in zip(found, at):
-        if any(start <= offset < end and source_name(s) in SOURCES for s, start, end in quoted):
+        if any(start <= offset < end and quotes(s, kind, token, number) for s, start, end in quoted):
             continue
         inside = [name for name, start, end in claimed if start <= offset < end]
         if any(texts[name] and contains(texts[name], kind, token, number) for name in inside):
@@ -255,7 +274,8 @@ def test_a_removed_marker_an_unlisted_source_a_changed_number_and_a_measured_au_
     line = next(i for i, l in enumerate(text.splitlines(), 1) if "<!-- source: Lim 2016, abstract -->" in l)
     unlisted = text.replace("<!-- source: Lim 2016, abstract -->", "<!-- source: a blog -->")
     assert unaccounted("README.md", unlisted) == [
-        f"README.md:{line}: source 'a blog': not one of the sources of tests/test_prose_numbers.py ({', '.join(SOURCES)})",
+        f"README.md:{line}: source 'a blog': not one of the sources of tests/test_prose_numbers.py "
+        f"({', '.join(SOURCES)}, or NOTES, results/FOLDER)",
         f"README.md:{next(i for i, l in enumerate(text.splitlines(), 1) if '17x' in l)}: ratio '17x': no claim, "
         "source or threshold of the code "
         "(claim readme_files_over_kv_imagenet_2016 does not say it)"]
@@ -263,6 +283,13 @@ def test_a_removed_marker_an_unlisted_source_a_changed_number_and_a_measured_au_
     assert [e for e in unaccounted("README.md", changed) if "3.9-18x" in e] == [
         f"README.md:{next(i for i, l in enumerate(changed.splitlines(), 1) if '3.9-18x' in l)}: ratio '3.9-18x': no "
         "claim, source or threshold of the code (claim readme_records_cheaper does not say it)"]
+    notes = "The walker read the file 4.6x <!-- source: NOTES, results/ci-2core-peers -->.\n"
+    assert unaccounted("x.md", notes) == []
+    assert unaccounted("x.md", notes.replace("4.6x", "4.7x")) == [
+        "x.md:1: ratio '4.7x': no claim, source or threshold of the code"]
+    assert unaccounted("x.md", notes.replace("ci-2core-peers", "no-such-folder")) == [
+        "x.md:1: source 'NOTES, results/no-such-folder': not one of the sources of tests/test_prose_numbers.py "
+        f"({', '.join(SOURCES)}, or NOTES, results/FOLDER)", "x.md:1: ratio '4.6x': no claim, source or threshold of the code"]
     measured = "The cold run had AU 5% at the end.\n\nA cold run needs at most 5% resident.\n"
     assert unaccounted("x.md", measured) == ["x.md:1: percent '5%': no claim, source or threshold of the code"]
 
