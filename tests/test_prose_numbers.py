@@ -12,9 +12,10 @@ accelerators fed (18 solvers, 4 H100s) and durations (638-645 s, 30 ms, 1.0 µs)
       a tool's own page), or `<!-- source: NOTES, results/FOLDER -->` whose NOTES.md holds the
       number (a measurement no record holds), quotes it: the marker closes a parenthesis that
       holds it, or it is the one number right before the marker in its paragraph; or
-  (c) a threshold or setting the code defines: it reads as one of THRESHOLDS' constants, imported from the
-      modules that define them (record.WARM_AT_LEAST as "95%", the AU goal as "0.90" or "90%"), or
-      an accelerator profile's time per iteration (models/accelerators.json: "197.2 ms").
+  (c) a threshold or setting the code defines: after words that set a threshold (">=", "at most",
+      "within", ...), it reads as one of THRESHOLDS' constants, imported from the modules that
+      define them (record.WARM_AT_LEAST as "95%", the AU goal as "0.90" or "90%"); or it is an
+      accelerator profile's time per iteration (models/accelerators.json: "197.2 ms").
 
     python tests/test_prose_numbers.py     # count per file and kind, and what is unaccounted for
 """
@@ -31,7 +32,8 @@ from experiments import accelerators, data_path_cpu, record
 
 # The pages checked. The other pages of docs/ follow (the script above counts their numbers; not
 # yet marked): redis, emulation, running, and architecture, faults, redis-method and testing.
-CHECKED = ("README.md", "docs/capacity-method.md", "docs/capacity.md", "docs/lmdb.md", "docs/peers.md", "docs/results.md")
+CHECKED = ("README.md", "docs/capacity-method.md", "docs/capacity.md", "docs/lmdb.md", "docs/peers.md",
+           "docs/results.md")
 
 # The sources a quoted figure may name: the seed papers and the pages of tools the docs compare with.
 SOURCES = {
@@ -59,7 +61,8 @@ THRESHOLDS = {
     "fidelity.EFFECT_GOAL (the paper's effects, at most)": fidelity.EFFECT_GOAL[1],
 }
 # A number reads as a threshold only after words that set one: a measured "AU 5%" is not COLD_AT_MOST.
-THRESHOLD_WORDS = re.compile(r"(>=|<=|at least|at most|more than|less than|within|goal|needs?|past|threshold|limit|over|under)\W*(?:(?:about|the)\W*)?$")
+THRESHOLD_WORDS = re.compile(r"(>=|<=|at least|at most|more than|less than|within|goal|needs?|past|threshold|limit|over"
+                             r"|under)\W*(?:(?:about|the)\W*)?$")
 
 NUMBER = r"\d(?:[\d,]*\d)?(?:\.\d+)?(?:-\d(?:[\d,]*\d)?(?:\.\d+)?)?"
 ALONE = r"(?<![\w.,-])"  # not the tail of a word, a decimal, a list or a range
@@ -219,8 +222,8 @@ def unaccounted(page, text):
     quoted = source_spans(text, at)
     texts = {name: said(name) for name, _, _ in claimed}
     out = [f"{page}:{text.count(chr(10), 0, m.start()) + 1}: source {m.group(1)!r}: not one of the sources of "
-           f"tests/test_prose_numbers.py ({', '.join(SOURCES)}, or NOTES, results/FOLDER)" for m in SOURCE.finditer(text)
-           if source_name(m.group(1)) not in SOURCES and notes_of(m.group(1)) is None]
+           f"tests/test_prose_numbers.py ({', '.join(SOURCES)}, or NOTES, results/FOLDER)"
+           for m in SOURCE.finditer(text) if source_name(m.group(1)) not in SOURCES and notes_of(m.group(1)) is None]
     out += [f"{page}:{i}: a source marker that starts a line must stand alone on it (Markdown would take the rest of "
             "the line as raw HTML)" for i, line in enumerate(lines, 1)
             if line.lstrip().startswith("<!-- source:") and not SOURCE.fullmatch(line.strip())]
@@ -289,7 +292,8 @@ def test_a_removed_marker_an_unlisted_source_a_changed_number_and_a_measured_au_
         "x.md:1: ratio '4.7x': no claim, source or threshold of the code"]
     assert unaccounted("x.md", notes.replace("ci-2core-peers", "no-such-folder")) == [
         "x.md:1: source 'NOTES, results/no-such-folder': not one of the sources of tests/test_prose_numbers.py "
-        f"({', '.join(SOURCES)}, or NOTES, results/FOLDER)", "x.md:1: ratio '4.6x': no claim, source or threshold of the code"]
+        f"({', '.join(SOURCES)}, or NOTES, results/FOLDER)",
+        "x.md:1: ratio '4.6x': no claim, source or threshold of the code"]
     measured = "The cold run had AU 5% at the end.\n\nA cold run needs at most 5% resident.\n"
     assert unaccounted("x.md", measured) == ["x.md:1: percent '5%': no claim, source or threshold of the code"]
 
