@@ -1889,10 +1889,9 @@ def coalesced_cpu_per_run(curve):
 
 
 def solver_thread_share(group):
-    """The solvers' main threads' share of a group's processes' CPU."""
-    from analysis import capacity
-    main = sum((r.process or {}).get("thread_cpu_seconds", {}).get("solver (main thread)", 0) for r in group)
-    return main / sum(capacity._process_cpu(r) for r in group)
+    """The solvers' main threads' share of the CPU of a group's sampled threads (process.thread_cpu_seconds)."""
+    threads = [(r.process or {}).get("thread_cpu_seconds") or {} for r in group]
+    return sum(t.get("solver (main thread)", 0) for t in threads) / sum(sum(t.values()) for t in threads)
 
 
 def at_failing_n(curve):
@@ -1907,8 +1906,8 @@ def residual_share(curve):
 
 @claim
 def capacity_small_records_residual():
-    """Small records, LMDB, emulated H100, at the N that failed: the solvers' main threads' share of the
-    processes' CPU (median over groups), their start-up and their training seconds."""
+    """Small records, LMDB, emulated H100, at the N that failed: the solvers' main threads' share of their
+    sampled threads' CPU (median over groups), their start-up and their training seconds."""
     curves = [(d, "h100", NO_LIMITS, "lmdb", c) for d in ("cifar10", "mnist") for c in ("warm", "cold")]
     share = {d: [residual_share(k) for k in curves if k[0] == d] for d in ("cifar10", "mnist")}
     failed = [r for k in curves for g in at_failing_n(k) for r in g]
