@@ -705,7 +705,9 @@ def against_outside(records):
 
 
 def figure_per_core(records, dataset, out):
-    """Bars: images/s per core of each backend (warm, cold), with the outside references as lines."""
+    """Bars: images/s per core of each backend (warm, cold), with the outside references as lines.
+    A bar whose runs did not have the cache asked (cache_had: "partly warm") is hatched and says
+    the state they had beside it, never plain warm."""
     rates = {k: v for k, v in per_core_rates(records).items() if k[0] == dataset}
     references = OUTSIDE_REFERENCES.get(dataset, ())
     if not rates or not references:
@@ -716,9 +718,12 @@ def figure_per_core(records, dataset, out):
     for i, key in enumerate(keys):
         for j, cache in enumerate(("warm", "cold")):
             if cache in rates[key]:
+                had = cache_had(records, key + (cache,))
                 ax.barh(i + 0.2 * (1 - 2 * j), rates[key][cache], height=0.38, color=backends.get(key[2]).color,
                         alpha=1.0 if cache == "warm" else 0.5, edgecolor="black", linewidth=0.4,
-                        label=f"{cache} (lighter: cold)" if i == 0 and cache == "warm" else None)
+                        hatch=None if had == cache else "///")
+                if had != cache:
+                    ax.text(rates[key][cache] * 1.08, i + 0.2 * (1 - 2 * j), had, fontsize=6, va="center")
     for ref, style in zip(references, ("-", "--", ":")):
         ax.axvline(ref.per_vcpu, color="black", linestyle=style, linewidth=1,
                    label=f"{ref.name}: {ref.per_vcpu:,.0f} per vCPU")
@@ -731,7 +736,13 @@ def figure_per_core(records, dataset, out):
     ax.set_xticks(ticks, [f"{t:,}" for t in ticks])
     ax.xaxis.set_minor_formatter(plt.NullFormatter())
     ax.set_xlabel("train images per CPU second of the data path (log scale)")
-    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.4, -0.07), ncol=1, frameon=False)
+    from matplotlib.patches import Patch
+    caches = [Patch(facecolor="grey", edgecolor="black", label="warm"),
+              Patch(facecolor="grey", alpha=0.5, edgecolor="black", label="cold (lighter)"),
+              Patch(facecolor="white", edgecolor="black", hatch="///",
+                    label="hatched: its runs did not have the cache asked (what they had beside the bar)")]
+    ax.legend(handles=caches + ax.get_legend_handles_labels()[0], fontsize=7, loc="upper center",
+              bbox_to_anchor=(0.4, -0.07), ncol=1, frameon=False)
     machines = sorted({k[1][0] for k in keys})
     ax.set_title(textwrap.fill(f"{datasets.get(dataset).label}: images/s per core, ours ({'; '.join(machines)}) "
                                f"and published; reference: {references[0].source}", 70), fontsize=8)
