@@ -244,15 +244,19 @@ MAJORITY = 0.5        # a class found in no more than this share of the runs say
 @dataclasses.dataclass
 class Figures:
     """What ran out, measured over the runs of one N (each the median over its runs; None: not
-    measured). thread: the solvers' data threads' CPU over the solver's time, `threads` of them;
-    cores: the share of the group's cores its solvers' processes and the Redis servers used over
-    the group's run (their own accounting; start-up included: it has no split at the first
-    iteration); monitor: the host's CPU in the training window (the 1 Hz samples; it counts
+    measured). thread: the busiest of the solvers' data threads (`busiest` says which, the
+    prefetch thread or each thread of the pool beside it; `threads` of them in all), its CPU over
+    the solver's time (on_solver: the solver thread's); cores: the share of the group's cores
+    its solvers' processes and the Redis servers used, their own accounting (_processes_cpu): in
+    the training window where the records keep the processes' CPU there
+    (Record.training_cpu_seconds), else, in older records, over the group's run, start-up
+    included; monitor: the host's CPU in the training window (the 1 Hz samples; it counts
     every process on the host, other users' too); paced: reads per second in the training
     window over the IOPS limit; device: the data device's busy time in the window; servers: the
     busiest Redis node's CPU over the window."""
     n: int = 0
     thread: float = None
+    busiest: str = None
     threads: int = 1
     on_solver: bool = False
     layer: str = None
@@ -275,7 +279,8 @@ def figures_of(records, results=None):
     samples = {id(g): window_samples(g, windows[id(g)], results) for g in groups}
     return Figures(
         n=solvers(ok[0]), layer=layer, on_solver=on_solver, threads=data_threads(ok[0]),
-        thread=_median_of(_solver_share(r) if on_solver else data_threads_share(r) for r in ok),
+        thread=_median_of(_solver_share(r) if on_solver else busiest_data_thread(r)[0] for r in ok),
+        busiest=None if on_solver else _most_common(busiest_data_thread(r)[1] for r in ok),
         cores=_median_of(_processes_cpu(g) for g in groups),
         monitor=_median_of(_sampled_cpu(g[0], samples[id(g)]) for g in groups),
         paced=_median_of(_reads_at_limit(g, windows[id(g)], samples[id(g)]) for g in groups),
@@ -283,9 +288,36 @@ def figures_of(records, results=None):
         servers=_median_of(_busiest_server(g[0], windows[id(g)]) for g in groups))
 
 
+def _most_common(names):
+    found = collections.Counter(n for n in names if n).most_common(1)
+    return found[0][0] if found else None
+
+
+# the pool beside the prefetch thread, by the read option that asks for it: its threads' role, in words
+POOLS = {"decode_threads": (proctrack.DECODE, "each decode thread"),
+         "transform_threads": (proctrack.TRANSFORM, "each transform thread")}
+
+
+def busiest_data_thread(r):
+    """(share, which): the busiest of a solver's data threads, its CPU over the solver's time (1.0:
+    one core), and which it is: "prefetch", or "each decode thread" / "each transform thread" for
+    the pool beside it (its role's CPU per thread: roles() sums a role's threads); (None, None)
+    unmeasured. An average over all of them would hide a prefetch thread at its limit beside a
+    pool with room."""
+    prefetch = r.prefetch_share()
+    threads, options = data_threads(r), r.read_options or {}
+    pool = next(((role, words) for option, (role, words) in POOLS.items() if (options.get(option) or 1) > 1), None)
+    if threads == 1 or pool is None or not r.solver_seconds:
+        return (prefetch, "prefetch") if prefetch is not None else (None, None)
+    by_role = (r.process or {}).get("thread_cpu_seconds") or {}
+    each = by_role.get(pool[0], 0) / (threads - 1) / r.solver_seconds
+    return max([(prefetch or 0, "prefetch"), (each, pool[1])], key=lambda found: found[0])
+
+
 def data_threads_share(r):
     """The data threads' CPU over the solver's time, per thread: 1.0 is every one of them busy
-    (with one thread, the prefetch thread's share, Record.prefetch_share)."""
+    (with one thread, the prefetch thread's share, Record.prefetch_share). The stoppers take the
+    busiest thread's instead (busiest_data_thread)."""
     threads = data_threads(r)
     if threads == 1:
         return r.prefetch_share()
@@ -343,7 +375,7 @@ def stopped_by(records, results=None, held=None):
     """What ran out at the N that failed (records: that N's runs), with the figures that show
     it at that N and at the N that held (held: its runs; [] where N = 0 held, None: nothing to
     compare with, the thresholds alone decide). The first that applies of: solvers lost (a
-    lock, memory; with in how many runs where not in most), the solvers' data threads busy,
+    lock, memory; with in how many runs where not in most), the busiest data thread busy,
     all cores busy, the page cache, the storage (paced reads at the IOPS limit, the device
     busy), the servers (a Redis node's CPU); else "not found" with the figures. A figure names
     its class only where it crossed its threshold at the N that failed and not at the N that
@@ -364,7 +396,7 @@ def stopped_by(records, results=None, held=None):
         _first_named(_late_classes(at), at, before)
     if named:
         return named
-    shown = [f"{label} {_both(at, before, name)}" for name, label in _SHOWN
+    shown = [f"{_label(at, name, label)} {_both(at, before, name)}" for name, label in _SHOWN
              if getattr(at, name) is not None and (name != "monitor" or _cpu_note(at))]
     return f"not found ({'; '.join(shown) or 'no figures'})"
 
@@ -374,10 +406,17 @@ _SHOWN = (("thread", "thread"), ("cores", "cores"), ("monitor", "the host monito
           ("servers", "server"))
 
 
+def _label(at, name, label):
+    """A figure's label in "not found (...)"; the data threads' names the busiest where there are several."""
+    if name != "thread" or at.on_solver or at.threads == 1 or not at.busiest:
+        return label
+    return "prefetch thread" if at.busiest == "prefetch" else at.busiest
+
+
 def _classes(at):
     """(figure, threshold, the class's words up to its figures) decided before the page cache."""
     thread = (f"one thread (solver thread, {at.layer} " if at.on_solver else
-              "one thread (prefetch " if at.threads == 1 else "data threads (")
+              "one thread (prefetch " if at.threads == 1 else f"data threads ({at.busiest} ")
     return (("thread", THREAD_BUSY, thread), ("cores", CORES_BUSY, "all cores (" + _cpu_note(at)))
 
 
@@ -486,12 +525,19 @@ def _median_of(values):
 
 def _processes_cpu(group):
     """The share of the group's cores its solvers' processes (and the Redis servers, on the
-    same host) used over the group's run, start-up included: their own accounting."""
+    same host) used, their own accounting: in the training window (training_window) where each
+    solver's record keeps its CPU there (Record.training_cpu_seconds), else over the group's
+    run, start-up included (records made before that field). The servers' CPU is theirs since
+    the cache was set either way (their replies to the initial test pass included): no record
+    splits it at the first iteration."""
     r = group[0]
     cores = min(filter(None, ((r.environment or {}).get("cpu_cores"), (r.limits or {}).get("cpus"))), default=None)
-    used = _solvers_cpu(group) + _servers_cpu(r)
-    wall = max(x.wall_seconds or 0 for x in group)
-    return min(1.0, used / (wall * cores)) if cores and wall and used else None
+    window, training = training_window(group), [x.training_cpu_seconds for x in group]
+    if window and None not in training:
+        used, seconds = sum(training) + _servers_cpu(r), window[1] - window[0]
+    else:
+        used, seconds = _solvers_cpu(group) + _servers_cpu(r), max(x.wall_seconds or 0 for x in group)
+    return min(1.0, used / (seconds * cores)) if cores and seconds > 0 and used else None
 
 
 def _reads_at_limit(group, window, rows=None):
@@ -659,7 +705,9 @@ def against_outside(records):
 
 
 def figure_per_core(records, dataset, out):
-    """Bars: images/s per core of each backend (warm, cold), with the outside references as lines."""
+    """Bars: images/s per core of each backend (warm, cold), with the outside references as lines.
+    A bar whose runs did not have the cache asked (cache_had: "partly warm") is hatched and says
+    the state they had beside it, never plain warm."""
     rates = {k: v for k, v in per_core_rates(records).items() if k[0] == dataset}
     references = OUTSIDE_REFERENCES.get(dataset, ())
     if not rates or not references:
@@ -670,9 +718,12 @@ def figure_per_core(records, dataset, out):
     for i, key in enumerate(keys):
         for j, cache in enumerate(("warm", "cold")):
             if cache in rates[key]:
+                had = cache_had(records, key + (cache,))
                 ax.barh(i + 0.2 * (1 - 2 * j), rates[key][cache], height=0.38, color=backends.get(key[2]).color,
                         alpha=1.0 if cache == "warm" else 0.5, edgecolor="black", linewidth=0.4,
-                        label=f"{cache} (lighter: cold)" if i == 0 and cache == "warm" else None)
+                        hatch=None if had == cache else "///")
+                if had != cache:
+                    ax.text(rates[key][cache] * 1.08, i + 0.2 * (1 - 2 * j), had, fontsize=6, va="center")
     for ref, style in zip(references, ("-", "--", ":")):
         ax.axvline(ref.per_vcpu, color="black", linestyle=style, linewidth=1,
                    label=f"{ref.name}: {ref.per_vcpu:,.0f} per vCPU")
@@ -685,7 +736,13 @@ def figure_per_core(records, dataset, out):
     ax.set_xticks(ticks, [f"{t:,}" for t in ticks])
     ax.xaxis.set_minor_formatter(plt.NullFormatter())
     ax.set_xlabel("train images per CPU second of the data path (log scale)")
-    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.4, -0.07), ncol=1, frameon=False)
+    from matplotlib.patches import Patch
+    caches = [Patch(facecolor="grey", edgecolor="black", label="warm"),
+              Patch(facecolor="grey", alpha=0.5, edgecolor="black", label="cold (lighter)"),
+              Patch(facecolor="white", edgecolor="black", hatch="///",
+                    label="hatched: its runs did not have the cache asked (what they had beside the bar)")]
+    ax.legend(handles=caches + ax.get_legend_handles_labels()[0], fontsize=7, loc="upper center",
+              bbox_to_anchor=(0.4, -0.07), ncol=1, frameon=False)
     machines = sorted({k[1][0] for k in keys})
     ax.set_title(textwrap.fill(f"{datasets.get(dataset).label}: images/s per core, ours ({'; '.join(machines)}) "
                                f"and published; reference: {references[0].source}", 70), fontsize=8)

@@ -1,6 +1,7 @@
 """What the training process itself did, beside the machine-wide monitor: the bytes it and
 its children read (/proc/PID/io, read at exit before it is reaped, so nothing is missed),
-its CPU seconds, its peak resident memory (sampled), and each thread's CPU by role (Caffe's data-prefetch threads are named
+its CPU seconds (and, sampled, when it used them: the CPU of a window such as training's), its
+peak resident memory (sampled), and each thread's CPU by role (Caffe's data-prefetch threads are named
 "caffe-prefetch" by caffe/patches/0009, lmdb_read COALESCED's walker "lmdb-read-ahead" and its read helper "lmdb-pread" by 0012, SHARED's ring writer "lmdb-shared" by 0013, all counted as LMDB read-ahead;
 the Redis reader's I/O thread "redis-io" by 0011, ImageData's decoding threads "caffe-decode"
 by 0015, the Data layer's transform threads "caffe-transform" by 0016; the main thread is the solver)."""
@@ -40,6 +41,31 @@ TICK = os.sysconf("SC_CLK_TCK")
 def _stat_fields(text):
     """Fields after the ')' that ends the command name in /proc/.../stat."""
     return text[text.rindex(")") + 2:].split()
+
+
+def process_cpu(pid):
+    """The process's CPU seconds so far (utime + stime, and its reaped children's), None once gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return sum(int(x) for x in _stat_fields(f.read())[11:15]) / TICK
+    except OSError:
+        return None
+
+
+def cpu_between(timeline, start, end):
+    """The CPU seconds a process used from `start` to `end` (time.time() values), from its
+    timeline [(time, CPU seconds so far)], interpolated between samples; None where the timeline
+    began after `start`. A Tracker's timeline ends at the process's exit: nothing is used after it."""
+    if len(timeline) < 2 or not timeline[0][0] <= start <= end:
+        return None
+    return _cpu_at(timeline, end) - _cpu_at(timeline, start)
+
+
+def _cpu_at(timeline, t):
+    for (t0, c0), (t1, c1) in zip(timeline, timeline[1:]):
+        if t0 <= t <= t1:
+            return c0 if t1 == t0 else c0 + (c1 - c0) * (t - t0) / (t1 - t0)
+    return timeline[-1][1]
 
 
 def thread_cpu(pid):
@@ -84,6 +110,7 @@ class Tracker:
     def __init__(self, pid):
         self.pid, self.threads, self.ended_at = pid, {}, None
         self.peak_rss = self.peak_anon = 0
+        self.cpu_timeline = []  # (time, the process's CPU seconds so far) per sample, and at its exit
         self._exited = threading.Event()
         threading.Thread(target=self._wait, daemon=True).start()
 
@@ -96,6 +123,9 @@ class Tracker:
         self._exited.set()
 
     def sample(self):
+        now, cpu = time.time(), process_cpu(self.pid)
+        if cpu is not None:
+            self.cpu_timeline.append((now, cpu))
         self.threads.update(thread_cpu(self.pid))
         rss, anon = resident_bytes(self.pid)
         self.peak_rss, self.peak_anon = max(self.peak_rss, rss), max(self.peak_anon, anon)
@@ -125,6 +155,8 @@ class Tracker:
             cpu = sum(int(x) for x in f[11:15]) / TICK  # utime stime cutime cstime
         except OSError:
             return {}
+        if self.ended_at is not None:  # a sample of the exited process (a zombie) may stamp a later time
+            self.cpu_timeline = [p for p in self.cpu_timeline if p[0] < self.ended_at] + [(self.ended_at, cpu)]
         by_role = roles(self.threads, self.pid)
         unsampled = cpu - sum(by_role.values())
         if unsampled >= 0.01:

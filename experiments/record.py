@@ -83,6 +83,9 @@ class Record:
     command: list = None
     monitor: dict = None                  # machine-wide: CPU %, memory, block reads, GPU
     process: dict = None                  # the training process: bytes it read, its CPU, each thread's CPU
+    training_cpu_seconds: float = None    # the training process's own CPU in its training window (its first
+                                          # logged iteration to solver_seconds later; sampled every ~0.5 s and
+                                          # interpolated); None: recorded before it was kept
     plan: dict = None                     # position in the interleaved order of its matrix
     config: dict = None                   # the run's configuration (experiments.config.RunConfig) but its
                                           # data and results roots; None: recorded before runs kept one

@@ -24,7 +24,7 @@ import psutil
 import toolchain
 from data_prep import backends, cache, datasets, locations
 from data_prep import manifest as manifest_file
-from experiments import accelerators, caffe_log, cgroup, hosts
+from experiments import accelerators, caffe_log, cgroup, hosts, proctrack
 from experiments.record import NEEDS, Record, append, cache_state
 from experiments.training import Progress, child_setup, train_all
 from models.nets import SolverSettings, write_net_files
@@ -441,10 +441,22 @@ def _record(run, run_id, training, shared, concurrent):
         first_loss=parsed["first_loss"], final_loss=parsed["final_loss"],
         au=au, concurrent=concurrent, shared_rings=caffe_log.shared_rings(log_text) or None,
         command=training.cmd, process=training.process,
+        training_cpu_seconds=_training_cpu(training, parsed, first, started),
         run_dir=str(run_dir.relative_to(spec.results)), finished=time.strftime("%Y-%m-%dT%H:%M:%S"))
     append(Path(spec.results) / shared["dataset"] / "records.jsonl", record)
     _report(run, record, training, parsed, au, concurrent)
     return record
+
+
+def _training_cpu(training, parsed, first, started):
+    """The process's own CPU seconds in its training window, from its first logged iteration for
+    solver_seconds (the window capacity.training_window takes: start-up and the initial test pass
+    apart), from the tracker's samples; None where the log shows no such window."""
+    if not first or not parsed["solver_seconds"]:
+        return None
+    begin = training.started + (first - started).total_seconds()
+    used = proctrack.cpu_between(training.tracker.cpu_timeline, begin, begin + parsed["solver_seconds"])
+    return None if used is None else round(used, 3)
 
 
 def _report(run, record, training, parsed, au, concurrent):

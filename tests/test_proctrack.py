@@ -1,11 +1,12 @@
 """experiments/proctrack.py on a real process: the CPU of threads that end between two samples
-(as lmdb_read COALESCED's helper for each large read does) is kept in the record, not lost."""
+(as lmdb_read COALESCED's helper for each large read does) is kept in the record, not lost; a real
+Caffe run's CPU in its training window is kept apart from its start-up."""
 import subprocess
 import sys
 
 import pytest
 
-from experiments import proctrack
+from experiments import proctrack, runner
 
 SHORT_THREADS = """
 import threading, time
@@ -42,3 +43,16 @@ def test_the_data_layers_transform_threads_count_in_the_data_path():
                                4: ("caffe-transform", 0.25), 5: ("caffe-decode", 0.125)}, pid=1)
     assert by_role[proctrack.TRANSFORM] == 0.75 and by_role[proctrack.PREFETCH] == 2.0
     assert proctrack.readers_cpu(by_role) == 0.875 and proctrack.OTHER not in by_role
+
+
+def test_a_run_records_its_cpu_in_the_training_window_apart_from_its_startup(mnist_small, tmp_path):
+    """Record.training_cpu_seconds, from the tracker's samples: what the stoppers judge the cores
+    on (analysis/capacity.py _processes_cpu), start-up and the initial test pass apart."""
+    r = runner.run(runner.RunSpec("mnist", "lmdb", "warm", iters=300, accelerator="4ms", data_root=mnist_small.parent,
+                                  results=tmp_path, progress=False), log=lambda *_: None)
+    whole = r.process["cpu_seconds"]
+    assert r.ok and r.training_cpu_seconds is not None, r.training_cpu_seconds
+    # the start-up (libraries, the nets, opening the data) and the test pass at iteration 0 used CPU too
+    assert 0 < r.training_cpu_seconds < whole, (r.training_cpu_seconds, whole)
+    # no more than every core for the whole window
+    assert r.training_cpu_seconds <= r.solver_seconds * r.environment["cpu_cores"] + 0.05, r

@@ -90,8 +90,31 @@ def test_data_threads_say_how_many_threads_the_solver_had():
     two = {"read_options": {"decode_threads": 2}, "backend": "images"}
     held = group(1, "a", process={"thread_cpu_seconds": {proctrack.PREFETCH: 6.0, proctrack.DECODE: 6.0}}, **two)
     failed = group(2, "b", process={"thread_cpu_seconds": {proctrack.PREFETCH: 9.5, proctrack.DECODE: 9.5}}, **two)
-    # 19 CPU-s of two threads over 10 s of training: 95% of the two; 60% at N = 1
-    assert capacity.stopped_by(failed, held=held) == "data threads (95% at 2, 60% at 1, 2 threads)"
+    # the prefetch thread and the one decode thread each 95% busy over 10 s of training; 60% at N = 1
+    assert capacity.stopped_by(failed, held=held) == "data threads (prefetch 95% at 2, 60% at 1, 2 threads)"
+
+
+def transform_pool(prefetch, each, threads=3):
+    """A Data layer with a transform pool (--transform-threads): the prefetch thread busy
+    `prefetch` of the training, and each of the other threads - 1 busy `each`; on 8 cores, so that
+    the cores stay under their threshold."""
+    return dict(read_options={"transform_threads": threads}, environment={"cpu_cores": 8}, process={"thread_cpu_seconds": {
+        proctrack.PREFETCH: prefetch * TRAINING, proctrack.TRANSFORM: each * (threads - 1) * TRAINING,
+        proctrack.SOLVER: 0.5}})
+
+
+def test_the_busiest_data_thread_decides_not_their_average():
+    """Three data threads: at N + 1 the prefetch thread at 92% beside two transform threads at 45%
+    (61% on average, under the threshold) ran out; at N it was at 70%. The transform threads' own
+    figure names them where they are the busiest; a prefetch thread as busy at N names none."""
+    held, failed = group(1, "a", **transform_pool(0.70, 0.40)), group(2, "b", **transform_pool(0.92, 0.45))
+    assert capacity.stopped_by(failed, held=held) == "data threads (prefetch 92% at 2, 70% at 1, 3 threads)"
+    pool = group(2, "c", **transform_pool(0.50, 0.90))
+    assert capacity.stopped_by(pool, held=held) == \
+        "data threads (each transform thread 90% at 2, 70% at 1, 3 threads)"
+    same = group(1, "d", **transform_pool(0.92, 0.45))
+    assert capacity.stopped_by(failed, held=same).startswith(
+        "not found (prefetch thread 92% at 2, 92% at 1, 3 threads; ")
 
 
 def test_a_solver_with_two_data_threads_is_allowed_two_threads_worth():
@@ -121,6 +144,21 @@ def test_all_cores_is_named_only_where_they_were_not_as_busy_at_the_n_that_held(
     same = group(3, "c", tmp_path, cpu=97.0, process={**threads(0.1), "cpu_seconds": own(0.97, 3)})
     assert capacity.stopped_by(failed, tmp_path, same) == "not found (thread 10% at 4, 10% at 3, 1 thread; " \
                                                          "cores 97% at 4, 97% at 3)"
+
+
+def test_the_cores_are_judged_in_the_training_window_where_the_record_keeps_its_cpu():
+    """Each solver's CPU in its training window (Record.training_cpu_seconds) decides, not its
+    whole run's: a start-up that kept the cores busy (the same whole-run CPU at both N) does not
+    hide that the training's CPU crossed the threshold at N + 1 only; an older record without the
+    field is judged over its run, start-up included."""
+    def run(n, name, training_share, whole_share=0.95):
+        return group(n, name, process={**threads(0.1), "cpu_seconds": own(whole_share, n)},
+                     training_cpu_seconds=training_share * TRAINING * 2 / n)
+    held, failed = run(3, "a", 0.60), run(4, "b", 0.92)
+    assert capacity.stopped_by(failed, held=held) == "all cores (92% at 4, 60% at 3)"
+    older = [dataclasses.replace(r, training_cpu_seconds=None) for r in held + failed]
+    assert capacity.figures_of(older[3:]).cores == pytest.approx(0.95)
+    assert capacity.stopped_by(older[3:], held=older[:3]).startswith("not found (")
 
 
 def test_the_cpu_measure_is_the_processes_own_with_the_monitors_shown_where_they_disagree(tmp_path):

@@ -56,9 +56,9 @@ def test_the_capacity_table_says_how_many_threads_could_not_feed_one_accelerator
 
 def test_the_stopper_names_the_data_threads_and_how_many_the_solver_had():
     two = {"transform_threads": 2}
-    # 19 CPU-s of the prefetch thread and its pool thread over 10 s of training: 95% of the two; 60% at N = 1
+    # the prefetch thread and its pool thread each 95% busy over 10 s of training; 60% at N = 1
     held, failed = group(1, "a", two, 6.0, 6.0), group(2, "b", two, 9.5, 9.5)
-    assert capacity.stopped_by(failed, held=held) == "data threads (95% at 2, 60% at 1, 2 threads)"
+    assert capacity.stopped_by(failed, held=held) == "data threads (prefetch 95% at 2, 60% at 1, 2 threads)"
 
 
 def test_the_committed_runs_bear_the_prediction_out():
