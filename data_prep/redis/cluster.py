@@ -101,7 +101,6 @@ class Cluster(ServersMixin, ProxyMixin, TopologyMixin, ClusterInterface):
         seeds = ",".join(f"127.0.0.1:{p}" for p in self.node_ports())
         return f"redis://{seeds}/{prefix}"
 
-
     def start(self, rtt_ms=None, timeout=60, keep_reach=False, stops_with_caller=False):
         """Make the cluster run with clients reaching it at `rtt_ms` (None: directly; with
         keep_reach a running cluster stays as it is reached). Returns True when it started
@@ -171,7 +170,6 @@ class Cluster(ServersMixin, ProxyMixin, TopologyMixin, ClusterInterface):
             if started:
                 self.stop()
 
-
     def rtt_ms(self, samples=21):
         """Median PING round trip, in ms, from this process through the address clients use."""
         import redis
@@ -186,7 +184,6 @@ class Cluster(ServersMixin, ProxyMixin, TopologyMixin, ClusterInterface):
         else:
             return None
         return median_ms(c.ping, samples)
-
 
     def describe(self):
         delays = self.proxy_delays()

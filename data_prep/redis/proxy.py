@@ -77,7 +77,6 @@ class ProxyMixin:
         if delays is None:
             self._stop(self._proxy())
 
-
     def _start_proxy(self, delays):
         self._stop(self._proxy())
         maps = [f"{p}:{n}" for p, n in zip(self.proxy_ports(), self.node_ports())]
@@ -92,7 +91,6 @@ class ProxyMixin:
             proc.wait()
             raise ClusterError(f"delay proxy failed: {log.read_text(errors='replace').strip()}")
         _write_pid_file(self.root / "proxy.pid", proc.pid, toolchain.delay_proxy_source())
-
 
     def proxy_peak_rss(self):
         try:

@@ -85,6 +85,7 @@ def _holder(port):
                 return f"pid {conn.pid}"
     return "another process"
 
+
 def _zombie(pid):
     """Exited, waiting to be reaped by a parent that is not us. A multi-threaded process shows
     its main thread as a zombie while the others still exit (its sockets still open): only
@@ -301,7 +302,6 @@ class ServersMixin:
                         raise ClusterError(f"node {i}'s {what} port 127.0.0.1:{p} is taken by {_holder(p)}; "
                                            f"stop that, or give this cluster other ports ({PORT_ENV})") from None
 
-
     @staticmethod
     def _stop(proc, timeout=10):
         """SIGTERM, then SIGKILL after `timeout` s, to `proc` (a psutil.Process: a pid and its
@@ -344,7 +344,6 @@ class ServersMixin:
         self._stop(self._proxy())
         for i in range(len(self.node_ports())):
             self._stop(self._server(i))
-
 
     def server_usage(self):
         """Per node: CPU seconds and resident memory of its redis-server process."""

@@ -137,7 +137,6 @@ class TopologyMixin:
                     raise ClusterError(f"the replicas of 127.0.0.1:{port} did not catch up in {timeout} s")
                 time.sleep(0.05)
 
-
     def _wait_converged(self, announced, timeout):
         """Until every node says cluster_state:ok, all 16,384 slots are served, and only by the
         announced ports (in whatever ranges: a resharded cluster has many per node)."""
@@ -157,7 +156,6 @@ class TopologyMixin:
                 raise ClusterError(f"the Redis cluster under {self.root} did not converge in {timeout} s "
                                    f"(node logs: {self.root}/node-*/redis.log)")
             time.sleep(0.1)
-
 
     def slot_owners(self):
         """A function slot -> the index (in node_ports) of the node serving it, from one read of
