@@ -24,7 +24,8 @@ from pathlib import Path
 
 import toolchain
 from benchmarks import flags, redis_path, redis_reader
-from data_prep import build, datasets, redis_cluster, redis_external
+from data_prep import build, datasets
+from data_prep.redis import cluster as redis_cluster, external as redis_external
 from data_prep.backends import redis_store
 from experiments import runner
 

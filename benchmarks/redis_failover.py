@@ -33,7 +33,8 @@ from pathlib import Path
 
 from benchmarks import flags, redis_path
 from benchmarks.redis_migration import Reader, own_cluster
-from data_prep import datasets, redis_external
+from data_prep import datasets
+from data_prep.redis import external as redis_external
 from data_prep.backends import redis_store
 from experiments import caffe_log, runner
 

@@ -39,7 +39,8 @@ from pathlib import Path
 
 import toolchain
 from benchmarks import flags, redis_path
-from data_prep import build, datasets, redis_cluster, redis_external
+from data_prep import build, datasets
+from data_prep.redis import cluster as redis_cluster, external as redis_external, servers as redis_servers
 from data_prep.backends import redis_store
 from experiments import runner
 
@@ -94,8 +95,8 @@ def own_cluster(dataset, count, port, prefix, replicas=0):
     project's password and loopback rules) holding `count` records of the data set; stopped and
     removed after. Yields (data root, Cluster)."""
     root = Path(tempfile.mkdtemp(prefix=prefix))
-    previous_port = os.environ.get(redis_cluster.PORT_ENV)
-    os.environ[redis_cluster.PORT_ENV] = str(port)  # where data_prep's writer finds this cluster
+    previous_port = os.environ.get(redis_servers.PORT_ENV)
+    os.environ[redis_servers.PORT_ENV] = str(port)  # where data_prep's writer finds this cluster
     cluster = redis_cluster.Cluster(root / redis_store.CLUSTER_FOLDER, port=port, replicas=replicas)
     try:
         cluster.start(stops_with_caller=True)
@@ -105,9 +106,9 @@ def own_cluster(dataset, count, port, prefix, replicas=0):
         cluster.stop()
         shutil.rmtree(root, ignore_errors=True)
         if previous_port is None:
-            os.environ.pop(redis_cluster.PORT_ENV)
+            os.environ.pop(redis_servers.PORT_ENV)
         else:
-            os.environ[redis_cluster.PORT_ENV] = previous_port
+            os.environ[redis_servers.PORT_ENV] = previous_port
 
 
 def stalls(times, start, end, settle=1.0):

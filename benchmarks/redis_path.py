@@ -34,7 +34,8 @@ import time
 from pathlib import Path
 
 import toolchain
-from data_prep import build, datasets, redis_cluster, redis_external
+from data_prep import build, datasets
+from data_prep.redis import cluster as redis_cluster, external as redis_external
 from data_prep import backends
 from data_prep.backends import datum, redis_store
 from experiments import runner

@@ -15,11 +15,15 @@ import argparse
 import sys
 from pathlib import Path
 
-import redis
+if __name__ == "__main__":  # as a script its folder leads sys.path, where data_prep/redis/ would hide redis-py
+    sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 
-from data_prep import backends, build, datasets, locations, options, redis_external
-from data_prep.backends import redis_store
-from data_prep.datasets import SourceError
+import redis  # noqa: E402
+
+from data_prep import backends, build, datasets, locations, options  # noqa: E402
+from data_prep.backends import redis_store  # noqa: E402
+from data_prep.datasets import SourceError  # noqa: E402
+from data_prep.redis import external as redis_external  # noqa: E402
 
 DEFAULT_OUT = Path(__file__).resolve().parents[1] / "data"
 

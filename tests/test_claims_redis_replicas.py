@@ -16,7 +16,7 @@ LIMIT = 300
 
 @pytest.fixture(scope="module")
 def replicated(tmp_path_factory):
-    from data_prep.redis_cluster import Cluster
+    from data_prep.redis.cluster import Cluster
     root = tmp_path_factory.mktemp("replicas")
     with redis_ports() as port:
         cluster = Cluster(root / "redis-cluster", port=port, replicas=1)

@@ -128,7 +128,7 @@ def test_a_namespace_made_from_another_pid_namespace_is_left(made_here, capfd):
 
 
 def test_a_namespace_whose_marked_owner_no_longer_runs_is_removed(made_here):
-    from data_prep.redis_cluster import process_id
+    from processes import process_id
     dead = exited_pid()
     stale = f"{hosts.PREFIX}{dead}-stale"
     hosts._mark(stale, owner=[dead, 1])  # what a killed creator leaves: its marker, then the namespace

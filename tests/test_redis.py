@@ -42,7 +42,7 @@ def redis_cifar(cifar_small, cluster):
 
 @pytest.fixture(scope="module")
 def scratch_cluster(tmp_path_factory):
-    from data_prep.redis_cluster import Cluster
+    from data_prep.redis.cluster import Cluster
     with redis_ports() as port:
         c = Cluster(tmp_path_factory.mktemp("scratch") / "redis-cluster", port=port)
         try:
@@ -376,7 +376,7 @@ def test_the_servers_io_threads_are_set_at_start_and_said(scratch):
     """--io-threads N: each node starts with N I/O threads (reads too; Redis's io-threads); a
     running cluster asked for another number is restarted with it; describe() (the record's
     location) says the number the nodes run with."""
-    from data_prep.redis_cluster import Cluster
+    from data_prep.redis.cluster import Cluster
 
     def io_thread_names(pid):
         return [t.read_text().strip() for t in Path(f"/proc/{pid}/task").glob("*/comm")
@@ -419,7 +419,7 @@ def test_the_environment_kept_is_put_back_even_a_variable_unset_before():
     """data_prep makes a password into the environment when there is none: a helper that
     recorded only the variables that were set would leave that one behind."""
     from conftest import environment_kept
-    from data_prep.redis_cluster import PASSWORD_ENV, password
+    from data_prep.redis.servers import PASSWORD_ENV, password
     suites = os.environ.get(PASSWORD_ENV)
     with environment_kept(**{PASSWORD_ENV: None}):
         with environment_kept(PASSWORD_ENV):

@@ -35,7 +35,7 @@ def own(tmp_path_factory):
     """A cluster and a data root of this module's own, holding the CIFAR-10 stand-in (400 train
     images; its test split is what the nets here read) in LMDB and in Redis."""
     from data_prep import build
-    from data_prep.redis_cluster import Cluster
+    from data_prep.redis.cluster import Cluster
     root = tmp_path_factory.mktemp("changes")
     with redis_port_in_environment() as port:
         cluster = Cluster(root / "redis-cluster", port=port)
@@ -171,7 +171,7 @@ def test_the_completion_marker_holds_count_and_source(own):
 
 
 def test_a_port_another_cluster_holds_is_named(own, tmp_path):
-    from data_prep.redis_cluster import Cluster, ClusterError
+    from data_prep.redis.cluster import Cluster, ClusterError
     cluster, _ = own
     other = Cluster(tmp_path / "elsewhere" / "redis-cluster", port=cluster.port)
     with pytest.raises(ClusterError, match=rf"127.0.0.1:{cluster.port} is taken by redis-server .*"

@@ -6,8 +6,8 @@ Keys: PREFIX:KEY per record (KEY as in LMDB), PREFIX:~index (the keys in order),
 PREFIX:~complete ("COUNT FINGERPRINT": the record count and the source's hash), written last,
 once the index holds exactly COUNT keys, and deleted first when a data set is replaced; both
 readers (Caffe's and records()) refuse an index of another length. PREFIX = DATASET:PHASE
-(imgstore:DATASET:PHASE in a cluster the user runs, data_prep.redis_external, where the project
-touches no other key). The records live in the servers (data_prep.redis_cluster, under DATA/redis-cluster/); the artifact's folder holds only
+(imgstore:DATASET:PHASE in a cluster the user runs, data_prep.redis.external, where the project
+touches no other key). The records live in the servers (data_prep.redis.cluster, under DATA/redis-cluster/); the artifact's folder holds only
 its manifest and, written into a cluster the user runs (the location's option seeds, --cluster), those
 seeds (SEEDS_FILE), which every later reading of the artifact goes to.
 """
@@ -17,7 +17,8 @@ from contextlib import contextmanager
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from data_prep import cache, locations, manifest, redis_cluster, redis_external
+from data_prep import cache, locations, manifest
+from data_prep.redis import cluster as redis_cluster, external as redis_external
 from data_prep.backends import Backend, datum, phase_name, register
 from data_prep.errors import SourceError
 from data_prep.options import Option
@@ -29,7 +30,7 @@ PIPELINE = 1000
 
 def cluster_of(dest, seeds=None, **how):
     """The cluster holding the artifact at DATA/DATASET/redis (or its .partial folder): the one at
-    `seeds` (HOST:PORT[,...], a cluster the user runs, data_prep.redis_external), else the one the
+    `seeds` (HOST:PORT[,...], a cluster the user runs, data_prep.redis.external), else the one the
     artifact was written to (its SEEDS_FILE), else the one IMGSTORE_REDIS_CLUSTER names (a script's
     fallback), else the project's own under the data folder; `how`: the project cluster's keywords
     (io_threads, delay_legs)."""
@@ -411,7 +412,7 @@ class RedisBackend(datum.DatumBackend, Backend):
 
 @locations.register
 class RedisClusterLocation(locations.Location):
-    """Records in a Redis Cluster's memory (data_prep.redis_cluster). An in-memory store has no
+    """Records in a Redis Cluster's memory (data_prep.redis.cluster). An in-memory store has no
     cold reads; what can be cold is the servers: cold = every node stopped, the page cache
     dropped, the nodes restarted from their RDB files (the load is timed, not part of the run);
     warm = the cluster up and every record read once through the network. Clients reach the

@@ -1,5 +1,5 @@
 """A Redis Cluster (or Valkey) that the user runs, read and written where the project's own
-cluster (data_prep.redis_cluster) would be: its seeds (HOST:PORT[,HOST:PORT...]) are the Redis
+cluster (data_prep.redis.cluster) would be: its seeds (HOST:PORT[,HOST:PORT...]) are the Redis
 location's option, --cluster on prepare.py and run.py (data_prep.backends.redis_store); the
 artifact keeps the seeds it was written to, so that reading it needs no flag. For scripts that
 call the library without seeds (and the benchmarks, which take no --cluster), IMGSTORE_REDIS_CLUSTER
@@ -26,7 +26,7 @@ from contextlib import nullcontext
 from pathlib import Path
 
 from data_prep.errors import SourceError
-from data_prep.redis_cluster import median_ms
+from data_prep.redis.interface import ClusterInterface, median_ms
 
 SEEDS_ENV = "IMGSTORE_REDIS_CLUSTER"
 USER_ENV = "IMGSTORE_REDIS_USER"
@@ -102,9 +102,9 @@ def password(cluster_name="the cluster you run"):
     return os.environ[PASSWORD_ENV]
 
 
-class ExternalCluster:
-    """The seeds of a cluster the user runs, behind the interface data_prep.backends.redis_store
-    uses of the project's own Cluster."""
+class ExternalCluster(ClusterInterface):
+    """The seeds of a cluster the user runs, behind the interface of the project's own Cluster
+    (data_prep.redis.interface)."""
     replicas = 0  # writes are not WAITed on: the owner's replication is the owner's
     external = True
 
@@ -181,7 +181,7 @@ class ExternalCluster:
         return []  # its servers' logs are not the project's to read
 
     def rtt_ms(self, samples=21):
-        """Median PING round trip to the first master, in ms (redis_cluster.median_ms)."""
+        """Median PING round trip to the first master, in ms (interface.median_ms)."""
         c = self.client()
         try:
             return self._rtt_ms(c, samples)
