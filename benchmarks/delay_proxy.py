@@ -25,7 +25,7 @@ from pathlib import Path
 import toolchain
 from benchmarks import flags, redis_path, redis_reader
 from data_prep import build, datasets, redis_cluster, redis_external
-from data_prep.backends import redis_store
+from data_prep.redis import keys as redis_keys
 from experiments import runner
 
 RECORDS = {"mnist": 250000, "cifar10": 250000, "imagenet": 12800}
@@ -65,14 +65,14 @@ def main(argv=None):
     if not a.against.is_file():
         p.error(f"--against {a.against}: no such binary")
     builds = {"this checkout": toolchain.delay_proxy(), "against": a.against.resolve()}
-    cluster = redis_store.cluster_of(Path(a.data) / "any" / "redis", delay_legs=a.delay_legs)
+    cluster = redis_keys.cluster_of(Path(a.data) / "any" / "redis", delay_legs=a.delay_legs)
     tmp = Path(tempfile.mkdtemp(prefix="delay-proxy-"))
     cells = {}
     try:
         for name in a.datasets.split(","):
             ds = datasets.get(name)
             build.prepare_missing(name, ["redis"], a.data, log=lambda m: print(m, file=sys.stderr))
-            net = redis_path.net_file(tmp / f"{name}.prototxt", a.data, cluster, redis_store.prefix_for(name, "train"),
+            net = redis_path.net_file(tmp / f"{name}.prototxt", a.data, cluster, redis_keys.prefix_for(name, "train"),
                                       ds, a.depth, False, redis_io="thread")
             for r in range(a.rounds):
                 for label, binary in builds.items():

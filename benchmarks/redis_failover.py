@@ -34,7 +34,8 @@ from pathlib import Path
 from benchmarks import flags, redis_path
 from benchmarks.redis_migration import Reader, own_cluster
 from data_prep import datasets, redis_external
-from data_prep.backends import redis_store
+from data_prep.redis import keys as redis_keys
+from data_prep.redis import location as redis_location
 from experiments import caffe_log, runner
 
 CELLS = (("keeper", None), ("keeper", "rtt"), ("redis", None))
@@ -86,8 +87,8 @@ def main(argv=None):
     ds = datasets.get(a.dataset)
     rounds = []
     with own_cluster(a.dataset, a.count, a.port, "redis-failover-", replicas=1) as (root, cluster):
-        location = redis_store.RedisClusterLocation(root / a.dataset / "redis", [])
-        prefix = redis_store.prefix_for(a.dataset, "train")
+        location = redis_location.RedisClusterLocation(root / a.dataset / "redis", [])
+        prefix = redis_keys.prefix_for(a.dataset, "train")
         net = redis_path.net_file(root / "read.prototxt", root, cluster, prefix, ds, a.depth, False, batch=a.batch)
         for r in range(a.rounds):
             for i, (keeper, rtt) in enumerate(CELLS):

@@ -40,7 +40,7 @@ from pathlib import Path
 import toolchain
 from benchmarks import flags, redis_path
 from data_prep import build, datasets, redis_cluster, redis_external
-from data_prep.backends import redis_store
+from data_prep.redis import keys as redis_keys
 from experiments import runner
 
 READ = """
@@ -96,7 +96,7 @@ def own_cluster(dataset, count, port, prefix, replicas=0):
     root = Path(tempfile.mkdtemp(prefix=prefix))
     previous_port = os.environ.get(redis_cluster.PORT_ENV)
     os.environ[redis_cluster.PORT_ENV] = str(port)  # where data_prep's writer finds this cluster
-    cluster = redis_cluster.Cluster(root / redis_store.CLUSTER_FOLDER, port=port, replicas=replicas)
+    cluster = redis_cluster.Cluster(root / redis_keys.CLUSTER_FOLDER, port=port, replicas=replicas)
     try:
         cluster.start(stops_with_caller=True)
         build.prepare(dataset, ["redis"], root, count=count, log=lambda m: print(m, file=sys.stderr))
@@ -138,8 +138,8 @@ def excess(times, lo, hi, usual):
 def record_slots(cluster, prefix, to_node, how_many):
     """`how_many` slots holding records of `prefix`, none of them already on `to_node`."""
     from redis.crc import key_slot
-    c = redis_store.client(cluster)
-    keys = [f"{prefix}:{k}" for k in redis_store.keys_of(c, prefix)]
+    c = redis_keys.client(cluster)
+    keys = [f"{prefix}:{k}" for k in redis_keys.keys_of(c, prefix)]
     c.close()
     slots = sorted({key_slot(k.encode()) for k in keys})
     owner_of = cluster.slot_owners()
@@ -200,7 +200,7 @@ def main(argv=None):
     ds = datasets.get(a.dataset)
     rounds = []
     with own_cluster(a.dataset, a.count, a.port, "redis-migration-") as (root, cluster):
-        prefix = redis_store.prefix_for(a.dataset, "train")
+        prefix = redis_keys.prefix_for(a.dataset, "train")
         net = redis_path.net_file(root / "read.prototxt", root, cluster, prefix, ds, a.depth, False,
                                   redis_io=a.redis_io, batch=a.batch)
         for r in range(a.rounds):

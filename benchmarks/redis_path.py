@@ -36,7 +36,8 @@ from pathlib import Path
 import toolchain
 from data_prep import build, datasets, redis_cluster, redis_external
 from data_prep import backends
-from data_prep.backends import datum, redis_store
+from data_prep.backends import datum
+from data_prep.redis import keys as redis_keys
 from experiments import runner
 
 BATCH = 16  # small, so that a slow cell (1 request in flight at 100 ms: 10 images/s) ends soon
@@ -70,26 +71,26 @@ def png_copy(cluster, dataset, phase="train"):
     import cv2
     import numpy as np
     from caffe.proto import caffe_pb2
-    prefix, source = png_prefix(dataset, phase), redis_store.prefix_for(dataset, phase)
-    c = redis_store.client(cluster)
+    prefix, source = png_prefix(dataset, phase), redis_keys.prefix_for(dataset, phase)
+    c = redis_keys.client(cluster)
     try:
-        keys = redis_store.keys_of(c, source)  # a complete data set, or refused
-        count, fingerprint = redis_store.marker_of(c, source)
+        keys = redis_keys.keys_of(c, source)  # a complete data set, or refused
+        count, fingerprint = redis_keys.marker_of(c, source)
         copied = [count, fingerprint + "+png"]
-        if redis_store.marker_of(c, prefix) == copied:
+        if redis_keys.marker_of(c, prefix) == copied:
             return prefix
-        redis_store.delete_prefix(c, prefix)
+        redis_keys.delete_prefix(c, prefix)
         pipe = c.pipeline(transaction=False)
-        for n, (key, (value,)) in enumerate(redis_store.pipelined(c, [f"{source}:{k}" for k in keys], "get"), 1):
+        for n, (key, (value,)) in enumerate(redis_keys.pipelined(c, [f"{source}:{k}" for k in keys], "get"), 1):
             label, pixels = datum.decode(value)
             ok, png = cv2.imencode(".png", np.ascontiguousarray(pixels.transpose(1, 2, 0)))
             d = caffe_pb2.Datum(channels=pixels.shape[0], height=pixels.shape[1], width=pixels.shape[2],
                                 data=png.tobytes(), label=label, encoded=True)
             pipe.set(f"{prefix}:{key[len(source) + 1:]}", d.SerializeToString())
-            if n % redis_store.PIPELINE == 0 or n == len(keys):
+            if n % redis_keys.PIPELINE == 0 or n == len(keys):
                 pipe.execute()
-        c.rpush(redis_store.index(prefix), *keys)
-        c.set(redis_store.marker(prefix), " ".join(copied))
+        c.rpush(redis_keys.index(prefix), *keys)
+        c.set(redis_keys.marker(prefix), " ".join(copied))
         cluster.save()  # kept when the cluster restarts
         return prefix
     finally:
@@ -97,14 +98,14 @@ def png_copy(cluster, dataset, phase="train"):
 
 
 def png_prefix(dataset, phase="train"):
-    return redis_store.prefix_for(f"{dataset}-png", phase)
+    return redis_keys.prefix_for(f"{dataset}-png", phase)
 
 
 def remove_png_copy(cluster, dataset):
     """The PNG copy's keys, under its own prefix alone (a cluster you run keeps none of them)."""
-    c = redis_store.client(cluster)
+    c = redis_keys.client(cluster)
     try:
-        redis_store.delete_prefix(c, png_prefix(dataset))
+        redis_keys.delete_prefix(c, png_prefix(dataset))
     finally:
         c.close()
 
@@ -158,7 +159,7 @@ def main(argv=None):
     for leg in legs:
         if leg not in redis_cluster.Cluster.DELAY_LEGS:
             p.error(f"--delay-legs: {leg!r} is not one of {', '.join(redis_cluster.Cluster.DELAY_LEGS)}")
-    clusters = {leg: redis_store.cluster_of(Path(a.data) / "any" / "redis", delay_legs=leg) for leg in legs}
+    clusters = {leg: redis_keys.cluster_of(Path(a.data) / "any" / "redis", delay_legs=leg) for leg in legs}
     cluster = clusters[legs[0]]
     tmp = Path(tempfile.mkdtemp(prefix="redis-path-"))
     cells, measured_rtt, warm_ups, copied = {}, {}, {}, []
@@ -173,7 +174,7 @@ def main(argv=None):
                                                                 False, lmdb), a.seconds)
                 print(f"{name}/raw/lmdb {cells[f'{name}/raw/lmdb']:,.0f} images/s", file=sys.stderr, flush=True)
             cluster.start(stops_with_caller=True)
-            prefixes = {"raw": redis_store.prefix_for(name, "train")}
+            prefixes = {"raw": redis_keys.prefix_for(name, "train")}
             if "png" in a.encodings.split(","):
                 copied.append(name)  # removed after on a cluster you run, even if cut short
                 prefixes["png"] = png_copy(cluster, name)

@@ -38,7 +38,7 @@ from pathlib import Path
 import toolchain
 from benchmarks import flags, redis_path
 from data_prep import build, datasets, redis_cluster, redis_external
-from data_prep.backends import redis_store
+from data_prep.redis import keys as redis_keys
 from experiments import runner
 
 RECORDS = {"mnist": 60000, "cifar10": 50000, "imagenet": 3000}
@@ -124,7 +124,7 @@ def main(argv=None):
                                        "leave them out")
     a.rtt = 10.0 if a.rtt is None else a.rtt
     server_threads = [int(t) for t in (a.server_io_threads or "1").split(",")]
-    cluster = redis_store.cluster_of(Path(a.data) / "any" / "redis")
+    cluster = redis_keys.cluster_of(Path(a.data) / "any" / "redis")
     tmp = Path(tempfile.mkdtemp(prefix="redis-reader-"))
     rounds = {}
     try:
@@ -139,7 +139,7 @@ def main(argv=None):
                 for io in a.redis_io.split(","):
                     nets[f"{where} {io}"] = redis_path.net_file(
                         tmp / f"{name}-{where.split()[0]}-{io}.prototxt", a.data, cluster,
-                        redis_store.prefix_for(name, "train"), ds, a.depth, False, redis_io=io)
+                        redis_keys.prefix_for(name, "train"), ds, a.depth, False, redis_io=io)
             for r in range(a.rounds):
                 for threads in server_threads:
                     if not external:

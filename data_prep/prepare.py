@@ -18,8 +18,8 @@ from pathlib import Path
 import redis
 
 from data_prep import backends, build, datasets, locations, options, redis_external
-from data_prep.backends import redis_store
 from data_prep.datasets import SourceError
+from data_prep.redis import keys as redis_keys
 
 DEFAULT_OUT = Path(__file__).resolve().parents[1] / "data"
 
@@ -101,7 +101,7 @@ def clean(dataset, names, out_root, force, where=None):
     if not out.is_dir():
         raise SourceError(f"clean {dataset}: no folder {out} (--out {out_root}): nothing here says what to remove")
     seeds = (where or {}).get("seeds")
-    if force and "redis" in names and redis_store.cluster_of(out / "redis", seeds).external:
+    if force and "redis" in names and redis_keys.cluster_of(out / "redis", seeds).external:
         with build.dataset_lock(out):
             backends.get("redis").remove(out / "redis", force=True, seeds=seeds)
     build.clean(dataset, names, out_root, location_options=where)
