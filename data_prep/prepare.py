@@ -15,7 +15,9 @@ import argparse
 import sys
 from pathlib import Path
 
-import redis
+if sys.path and Path(sys.path[0]).resolve() == Path(__file__).resolve().parent:
+    del sys.path[0]  # run as data_prep/prepare.py: its own folder first would make data_prep/redis/ stand for redis-py
+import redis  # noqa: E402
 
 from data_prep import backends, build, datasets, locations, options, redis_external
 from data_prep.datasets import SourceError
