@@ -24,16 +24,15 @@ delay proxy is put in front of it (--rtts and --delay-legs are refused). The PNG
 written under imgstore:DATASET-png:train there and removed after.
 """
 import argparse
-import json
-import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import toolchain
+from benchmarks import redis_bench
 from data_prep import build, datasets, redis_cluster, redis_external
 from data_prep import backends
 from data_prep.backends import datum
@@ -110,6 +109,18 @@ def remove_png_copy(cluster, dataset):
         c.close()
 
 
+@contextmanager
+def png_copies_removed(cluster, copied, external):
+    """On a cluster you run, the PNG copies of the data sets named in `copied` (as they are made)
+    removed after, even if the benchmark is cut short; the project's cluster keeps them."""
+    try:
+        yield
+    finally:
+        if external:
+            for name in copied:
+                remove_png_copy(cluster, name)
+
+
 def net_file(path, data, cluster, prefix, dataset, depth, out_of_order, lmdb=None, redis_io=None, batch=None):
     """A net of one Data layer reading the data set from Redis (or, as the reference, `lmdb`),
     made by the backend with its declared read options, its mean from the data folder `data`;
@@ -159,12 +170,11 @@ def main(argv=None):
     for leg in legs:
         if leg not in redis_cluster.Cluster.DELAY_LEGS:
             p.error(f"--delay-legs: {leg!r} is not one of {', '.join(redis_cluster.Cluster.DELAY_LEGS)}")
-    clusters = {leg: redis_keys.cluster_of(Path(a.data) / "any" / "redis", delay_legs=leg) for leg in legs}
+    clusters = {leg: redis_bench.cluster(a.data, delay_legs=leg) for leg in legs}
     cluster = clusters[legs[0]]
-    tmp = Path(tempfile.mkdtemp(prefix="redis-path-"))
     cells, measured_rtt, warm_ups, copied = {}, {}, {}, []
     started = time.time()
-    try:
+    with redis_bench.stopped_after(cluster, "redis-path-") as tmp, png_copies_removed(cluster, copied, external):
         for name in a.datasets.split(","):
             ds = datasets.get(name)
             build.prepare_missing(name, ["redis"], a.data, log=lambda m: print(m, file=sys.stderr))
@@ -192,18 +202,11 @@ def main(argv=None):
                             cells[key], warm_ups[key] = measure(path, a.seconds)
                             print(f"{key:<40} {cells[key]:10,.0f} images/s after {warm_ups[key]:4.1f} s warm-up  "
                                   f"({time.time() - started:.0f} s)", file=sys.stderr, flush=True)
-    finally:
-        if external:
-            for name in copied:
-                remove_png_copy(cluster, name)
-        cluster.stop()
-        shutil.rmtree(tmp, ignore_errors=True)
     report(cells, measured_rtt, a, depths, rtts, legs)
     if a.json:
-        a.json.write_text(json.dumps({"cells": cells, "warm_up_seconds": warm_ups, "rtt_ms_measured": measured_rtt,
-                                      "batch": BATCH, "seconds": a.seconds, "delay_legs": legs,
-                                      "delay_proxy_source": toolchain.delay_proxy_source(),
-                                      "machine": runner.environment()}, indent=1))
+        redis_bench.write_result(a.json, {"cells": cells, "warm_up_seconds": warm_ups, "rtt_ms_measured": measured_rtt,
+                                          "batch": BATCH, "seconds": a.seconds, "delay_legs": legs,
+                                          "delay_proxy_source": toolchain.delay_proxy_source()})
     return 0
 
 
