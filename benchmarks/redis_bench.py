@@ -10,7 +10,8 @@ import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 
-from data_prep import build, redis_cluster
+from benchmarks import flags
+from data_prep import build, datasets, redis_cluster, redis_external
 from data_prep.redis import keys as redis_keys
 from experiments import runner
 
@@ -34,11 +35,16 @@ def stopped_after(reached, scratch_prefix):
 
 
 @contextmanager
-def own_cluster(dataset, count, port, prefix, replicas=0):
+def own_cluster(script, why, does, dataset, count, port, replicas=0):
     """A cluster of the benchmark's own (first node on `port`, in a temporary folder, the
     project's password and loopback rules) holding `count` records of the data set; stopped and
-    removed after. Yields (data root, Cluster)."""
-    root = Path(tempfile.mkdtemp(prefix=prefix))
+    removed after. Yields (data root, Cluster). Refused where the user names a cluster of theirs
+    (IMGSTORE_REDIS_CLUSTER): the benchmark `script` (benchmarks/NAME.py) `does` things to its
+    cluster ("kills masters") that `why` says are not the user's cluster's ("is not the
+    project's to fail over")."""
+    redis_external.refuse_external(script, why, f"unset {redis_external.SEEDS_ENV}: this benchmark {does} of a "
+                                                "cluster it starts itself")
+    root = Path(tempfile.mkdtemp(prefix=Path(script).stem.replace("_", "-") + "-"))
     previous_port = os.environ.get(redis_cluster.PORT_ENV)
     os.environ[redis_cluster.PORT_ENV] = str(port)  # where data_prep's writer finds this cluster
     own = redis_cluster.Cluster(root / redis_keys.CLUSTER_FOLDER, port=port, replicas=replicas)
@@ -53,6 +59,21 @@ def own_cluster(dataset, count, port, prefix, replicas=0):
             os.environ.pop(redis_cluster.PORT_ENV)
         else:
             os.environ[redis_cluster.PORT_ENV] = previous_port
+
+
+def add_own_cluster_flags(p):
+    """--dataset and --count: what a benchmark's own cluster (own_cluster) holds."""
+    p.add_argument("--dataset", default="cifar10", choices=list(datasets.REGISTRY))
+    p.add_argument("--count", type=int, default=4000, help="records written to the benchmark's cluster")
+
+
+def add_reading_net_flags(p, before, before_help):
+    """--rtt, --before (seconds the net reads before the event measured), --batch and --depth: how
+    a benchmark's net of one Data layer reads its cluster."""
+    flags.add_rtt(p)
+    p.add_argument("--before", type=float, default=before, help=before_help)
+    p.add_argument("--batch", type=int, default=64)
+    p.add_argument("--depth", type=int, default=128, help="Redis requests in flight (prefetch_depth)")
 
 
 def interleaved(rounds, cells):

@@ -29,9 +29,9 @@ import sys
 import time
 from pathlib import Path
 
-from benchmarks import flags, redis_bench, redis_path
+from benchmarks import redis_bench, redis_path
 from benchmarks.redis_migration import Reader
-from data_prep import datasets, redis_external
+from data_prep import datasets
 from data_prep.redis import keys as redis_keys
 from data_prep.redis import location as redis_location
 from experiments import caffe_log
@@ -69,22 +69,16 @@ def one_round(cluster, location, net, keeper, rtt, victim_index, before):
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--dataset", default="cifar10", choices=list(datasets.REGISTRY))
-    p.add_argument("--count", type=int, default=4000, help="records written to the benchmark's cluster")
+    redis_bench.add_own_cluster_flags(p)
     p.add_argument("--rounds", type=int, default=3)
-    flags.add_rtt(p)
-    p.add_argument("--before", type=float, default=3.0, help="seconds of reading before the kill")
-    p.add_argument("--batch", type=int, default=64)
-    p.add_argument("--depth", type=int, default=128, help="Redis requests in flight (prefetch_depth)")
+    redis_bench.add_reading_net_flags(p, 3.0, "seconds of reading before the kill")
     p.add_argument("--port", type=int, default=7700, help="the benchmark cluster's first port (its proxies: +100)")
     p.add_argument("--json", type=Path, help="also write every round here")
     a = p.parse_args(argv)
-    redis_external.refuse_external("benchmarks/redis_failover.py", "is not the project's to fail over",
-                                   f"unset {redis_external.SEEDS_ENV}: this benchmark kills masters of a cluster it "
-                                   "starts itself")
     ds = datasets.get(a.dataset)
     rounds = []
-    with redis_bench.own_cluster(a.dataset, a.count, a.port, "redis-failover-", replicas=1) as (root, cluster):
+    with redis_bench.own_cluster("benchmarks/redis_failover.py", "is not the project's to fail over", "kills masters",
+                                 a.dataset, a.count, a.port, replicas=1) as (root, cluster):
         location = redis_location.RedisClusterLocation(root / a.dataset / "redis", [])
         prefix = redis_keys.prefix_for(a.dataset, "train")
         net = redis_path.net_file(root / "read.prototxt", root, cluster, prefix, ds, a.depth, False, batch=a.batch)

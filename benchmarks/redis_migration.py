@@ -32,8 +32,8 @@ import time
 from pathlib import Path
 
 import toolchain
-from benchmarks import flags, redis_bench, redis_path
-from data_prep import datasets, redis_external
+from benchmarks import redis_bench, redis_path
+from data_prep import datasets
 from data_prep.redis import keys as redis_keys
 
 READ = """
@@ -152,25 +152,19 @@ def one_round(cluster, net, prefix, rtt, slots, to_node, before):
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--dataset", default="cifar10", choices=list(datasets.REGISTRY))
-    p.add_argument("--count", type=int, default=4000, help="records written to the benchmark's cluster")
+    redis_bench.add_own_cluster_flags(p)
     p.add_argument("--slots", type=int, default=16, help="slots moved per round")
     p.add_argument("--rounds", type=int, default=3)
-    flags.add_rtt(p)
-    p.add_argument("--before", type=float, default=4.0, help="seconds of reading before the migration (at least "
-                                                                 "twice its window: about 2.5 s)")
-    p.add_argument("--batch", type=int, default=64)
-    p.add_argument("--depth", type=int, default=128, help="Redis requests in flight (prefetch_depth)")
+    redis_bench.add_reading_net_flags(p, 4.0, "seconds of reading before the migration (at least twice its "
+                                              "window: about 2.5 s)")
     p.add_argument("--redis-io", default="thread", choices=("thread", "inline"))
     p.add_argument("--port", type=int, default=7400, help="the benchmark cluster's first port (its proxies: +100)")
     p.add_argument("--json", type=Path, help="also write every round here")
     a = p.parse_args(argv)
-    redis_external.refuse_external("benchmarks/redis_migration.py", "is not the project's to move slots in",
-                                   f"unset {redis_external.SEEDS_ENV}: this benchmark migrates slots of a cluster it "
-                                   "starts itself")
     ds = datasets.get(a.dataset)
     rounds = []
-    with redis_bench.own_cluster(a.dataset, a.count, a.port, "redis-migration-") as (root, cluster):
+    with redis_bench.own_cluster("benchmarks/redis_migration.py", "is not the project's to move slots in",
+                                 "migrates slots", a.dataset, a.count, a.port) as (root, cluster):
         prefix = redis_keys.prefix_for(a.dataset, "train")
         net = redis_path.net_file(root / "read.prototxt", root, cluster, prefix, ds, a.depth, False,
                                   redis_io=a.redis_io, batch=a.batch)
