@@ -15,8 +15,8 @@ import argparse
 import sys
 from pathlib import Path
 
-if sys.path and Path(sys.path[0]).resolve() == Path(__file__).resolve().parent:
-    del sys.path[0]  # run as data_prep/prepare.py: its own folder first would make data_prep/redis/ stand for redis-py
+if __name__ == "__main__":  # as a script its folder leads sys.path, where data_prep/redis/ would hide redis-py
+    sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 import redis  # noqa: E402
 
 from data_prep import backends, build, datasets, locations, options, redis_external
