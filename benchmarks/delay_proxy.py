@@ -15,18 +15,15 @@ measurement); rounds alternate the builds; medians and the spread are printed.
   python benchmarks/delay_proxy.py --against /tmp/old [--datasets imagenet,cifar10] [--rounds 3]
 """
 import argparse
-import json
-import shutil
 import statistics
 import sys
-import tempfile
 from pathlib import Path
 
 import toolchain
-from benchmarks import flags, redis_path, redis_reader
+from benchmarks import flags, redis_bench, redis_path, redis_reader
 from data_prep import build, datasets
 from data_prep.redis import cluster as redis_cluster, external as redis_external
-from data_prep.backends import redis_store
+from data_prep.redis import keys as redis_keys
 from experiments import runner
 
 RECORDS = {"mnist": 250000, "cifar10": 250000, "imagenet": 12800}
@@ -66,43 +63,35 @@ def main(argv=None):
     if not a.against.is_file():
         p.error(f"--against {a.against}: no such binary")
     builds = {"this checkout": toolchain.delay_proxy(), "against": a.against.resolve()}
-    cluster = redis_store.cluster_of(Path(a.data) / "any" / "redis", delay_legs=a.delay_legs)
-    tmp = Path(tempfile.mkdtemp(prefix="delay-proxy-"))
+    cluster = redis_bench.cluster(a.data, delay_legs=a.delay_legs)
     cells = {}
-    try:
+    with redis_bench.stopped_after(cluster, "delay-proxy-") as tmp:
         for name in a.datasets.split(","):
             ds = datasets.get(name)
             build.prepare_missing(name, ["redis"], a.data, log=lambda m: print(m, file=sys.stderr))
-            net = redis_path.net_file(tmp / f"{name}.prototxt", a.data, cluster, redis_store.prefix_for(name, "train"),
+            net = redis_path.net_file(tmp / f"{name}.prototxt", a.data, cluster, redis_keys.prefix_for(name, "train"),
                                       ds, a.depth, False, redis_io="thread")
-            for r in range(a.rounds):
-                for label, binary in builds.items():
-                    us, rate = measure_with(binary, cluster, net, RECORDS[name], a.rtt)
-                    cells.setdefault(f"{name}/{label}", []).append({"proxy_us": us, "images_per_s": rate})
-                    print(f"round {r + 1} {name:<9} {label:<14} proxy {us:7.1f} us/record, {rate:9,.0f} images/s",
-                          file=sys.stderr, flush=True)
-    finally:
-        cluster.stop()
-        shutil.rmtree(tmp, ignore_errors=True)
+            for r, _, (label, binary) in redis_bench.interleaved(a.rounds, builds.items()):
+                us, rate = measure_with(binary, cluster, net, RECORDS[name], a.rtt)
+                cells.setdefault(f"{name}/{label}", []).append({"proxy_us": us, "images_per_s": rate})
+                redis_bench.say(f"round {r + 1} {name:<9} {label:<14} proxy {us:7.1f} us/record, {rate:9,.0f} images/s")
     report(cells, a)
     if a.json:
-        a.json.write_text(json.dumps({"cells": cells, "rtt_ms": a.rtt, "delay_legs": a.delay_legs, "depth": a.depth,
-                                      "against": str(a.against),
-                                      "machine": runner.environment()}, indent=1))
+        redis_bench.write_result(a.json, {"cells": cells, "rtt_ms": a.rtt, "delay_legs": a.delay_legs, "depth": a.depth,
+                                          "against": str(a.against)})
     return 0
 
 
 def report(cells, a):
     print(f"\nThe delay proxy's CPU per record relayed at {a.rtt:g} ms, {a.depth} requests in flight; median "
-          f"[min-max] of {a.rounds} rounds; machine: {runner.environment().get('cpu_model', '?')}")
+          f"[min-max] of {a.rounds} rounds; machine: {redis_bench.machine()}")
     print(f"{'cell':<28}{'proxy us/record':>24}{'x against':>11}{'images/s':>12}{'x against':>11}")
     for key, got in cells.items():
         base = cells[f"{key.split('/')[0]}/against"]
 
         def ratio(field):
             return statistics.median(g[field] for g in got) / statistics.median(g[field] for g in base)
-        us = [g["proxy_us"] for g in got]
-        print(f"{key:<28}{statistics.median(us):>10.1f} [{min(us):.1f}-{max(us):.1f}]".ljust(52)
+        print(f"{key:<28}{redis_bench.spread([g['proxy_us'] for g in got], 1, 10)}".ljust(52)
               + f"{ratio('proxy_us'):>10.2f}x{statistics.median(g['images_per_s'] for g in got):>12,.0f}"
               + f"{ratio('images_per_s'):>10.2f}x")
 

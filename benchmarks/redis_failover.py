@@ -23,20 +23,18 @@ Each round kills another master; the cluster is restarted whole between rounds.
   python benchmarks/redis_failover.py [--dataset cifar10] [--rounds 3] [--rtt 10]
 """
 import argparse
-import json
 import os
 import signal
-import statistics
 import sys
 import time
 from pathlib import Path
 
-from benchmarks import flags, redis_path
-from benchmarks.redis_migration import Reader, own_cluster
+from benchmarks import redis_bench, redis_path
+from benchmarks.redis_migration import Reader
 from data_prep import datasets
-from data_prep.redis import external as redis_external
-from data_prep.backends import redis_store
-from experiments import caffe_log, runner
+from data_prep.redis import keys as redis_keys
+from data_prep.redis import location as redis_location
+from experiments import caffe_log
 
 CELLS = (("keeper", None), ("keeper", "rtt"), ("redis", None))
 
@@ -71,37 +69,29 @@ def one_round(cluster, location, net, keeper, rtt, victim_index, before):
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--dataset", default="cifar10", choices=list(datasets.REGISTRY))
-    p.add_argument("--count", type=int, default=4000, help="records written to the benchmark's cluster")
+    redis_bench.add_own_cluster_flags(p)
     p.add_argument("--rounds", type=int, default=3)
-    flags.add_rtt(p)
-    p.add_argument("--before", type=float, default=3.0, help="seconds of reading before the kill")
-    p.add_argument("--batch", type=int, default=64)
-    p.add_argument("--depth", type=int, default=128, help="Redis requests in flight (prefetch_depth)")
+    redis_bench.add_reading_net_flags(p, 3.0, "seconds of reading before the kill")
     p.add_argument("--port", type=int, default=7700, help="the benchmark cluster's first port (its proxies: +100)")
     p.add_argument("--json", type=Path, help="also write every round here")
     a = p.parse_args(argv)
-    redis_external.refuse_external("benchmarks/redis_failover.py", "is not the project's to fail over",
-                                   f"unset {redis_external.SEEDS_ENV}: this benchmark kills masters of a cluster it "
-                                   "starts itself")
     ds = datasets.get(a.dataset)
     rounds = []
-    with own_cluster(a.dataset, a.count, a.port, "redis-failover-", replicas=1) as (root, cluster):
-        location = redis_store.RedisClusterLocation(root / a.dataset / "redis", [])
-        prefix = redis_store.prefix_for(a.dataset, "train")
+    with redis_bench.own_cluster("benchmarks/redis_failover.py", "is not the project's to fail over", "kills masters",
+                                 a.dataset, a.count, a.port, replicas=1) as (root, cluster):
+        location = redis_location.RedisClusterLocation(root / a.dataset / "redis", [])
+        prefix = redis_keys.prefix_for(a.dataset, "train")
         net = redis_path.net_file(root / "read.prototxt", root, cluster, prefix, ds, a.depth, False, batch=a.batch)
-        for r in range(a.rounds):
-            for i, (keeper, rtt) in enumerate(CELLS):
-                got = one_round(cluster, location, net, keeper, a.rtt if rtt else None, r + i, a.before)
-                rounds.append(got)
-                print(f"round {r + 1} {cell_name(got)}: {got['node']} lost, served by {got['served_by']} "
-                      f"(failed over by {got['failed_over_by']}): pause {got['pause_s']:.2f} s, longest gap "
-                      f"{got['gap_s']:.2f} s; forced {got['forced_after_s']}, failing {got['failing_after_s']}, "
-                      f"promoted {got['promoted_after_s']} s after the loss", file=sys.stderr, flush=True)
+        for r, i, (keeper, rtt) in redis_bench.interleaved(a.rounds, CELLS):
+            got = one_round(cluster, location, net, keeper, a.rtt if rtt else None, r + i, a.before)
+            rounds.append(got)
+            redis_bench.say(f"round {r + 1} {cell_name(got)}: {got['node']} lost, served by {got['served_by']} "
+                            f"(failed over by {got['failed_over_by']}): pause {got['pause_s']:.2f} s, longest gap "
+                            f"{got['gap_s']:.2f} s; forced {got['forced_after_s']}, failing {got['failing_after_s']}, "
+                            f"promoted {got['promoted_after_s']} s after the loss")
     report(rounds, a, cluster.node_timeout_ms / 1000)
     if a.json:
-        a.json.write_text(json.dumps({"rounds": rounds, "args": {k: str(v) for k, v in vars(a).items()},
-                                      "machine": runner.environment()}, indent=1))
+        redis_bench.write_result(a.json, {"rounds": rounds, "args": redis_bench.arguments(a)})
     return 0
 
 
@@ -113,7 +103,7 @@ def cell_name(got):
 def report(rounds, a, timeout_s):
     print(f"\n{a.dataset}, {a.count} records, batch {a.batch}, {a.depth} in flight; a master SIGKILLed mid-pass; "
           f"cluster-node-timeout {timeout_s:g} s; median [min-max] of {a.rounds} rounds; "
-          f"machine: {runner.environment().get('cpu_model', '?')}")
+          f"machine: {redis_bench.machine()}")
     print(f"{'cell':<18}{'pause s':>20}{'longest gap s':>20}{'forced after s':>20}{'promoted after s':>20}"
           f"{'pause / (timeout + 2 s)':>26}")
     for keeper, rtt in CELLS:
@@ -122,10 +112,7 @@ def report(rounds, a, timeout_s):
             continue
 
         def cell(field, scale=1.0):
-            values = [g[field] / scale for g in got if g[field] is not None]
-            if not values:
-                return "-"
-            return f"{statistics.median(values):.2f} [{min(values):.2f}-{max(values):.2f}]"
+            return redis_bench.spread([g[field] / scale for g in got if g[field] is not None], 2)
         print(f"{cell_name(got[0]):<18}{cell('pause_s'):>20}{cell('gap_s'):>20}{cell('forced_after_s'):>20}"
               f"{cell('promoted_after_s'):>20}{cell('pause_s', timeout_s + 2):>26}")
     print("goal (#22): a master killed mid-epoch with replicas: pause <= cluster-node-timeout + 2 s "

@@ -25,24 +25,16 @@ the spread over rounds are printed.
   python benchmarks/redis_migration.py [--dataset cifar10] [--slots 16] [--rounds 3] [--rtt 10]
 """
 import argparse
-import json
-import os
-import shutil
-import statistics
 import subprocess
 import sys
-import tempfile
 import threading
 import time
-from contextlib import contextmanager
 from pathlib import Path
 
 import toolchain
-from benchmarks import flags, redis_path
-from data_prep import build, datasets
-from data_prep.redis import cluster as redis_cluster, external as redis_external, servers as redis_servers
-from data_prep.backends import redis_store
-from experiments import runner
+from benchmarks import redis_bench, redis_path
+from data_prep import datasets
+from data_prep.redis import keys as redis_keys
 
 READ = """
 import sys, time, caffe
@@ -89,28 +81,6 @@ class Reader:
             raise RuntimeError(f"the reading net failed (exit {self.p.returncode}):\n{''.join(self.log)[-3000:]}")
 
 
-@contextmanager
-def own_cluster(dataset, count, port, prefix, replicas=0):
-    """A cluster of the benchmark's own (first node on `port`, in a temporary folder, the
-    project's password and loopback rules) holding `count` records of the data set; stopped and
-    removed after. Yields (data root, Cluster)."""
-    root = Path(tempfile.mkdtemp(prefix=prefix))
-    previous_port = os.environ.get(redis_servers.PORT_ENV)
-    os.environ[redis_servers.PORT_ENV] = str(port)  # where data_prep's writer finds this cluster
-    cluster = redis_cluster.Cluster(root / redis_store.CLUSTER_FOLDER, port=port, replicas=replicas)
-    try:
-        cluster.start(stops_with_caller=True)
-        build.prepare(dataset, ["redis"], root, count=count, log=lambda m: print(m, file=sys.stderr))
-        yield root, cluster
-    finally:
-        cluster.stop()
-        shutil.rmtree(root, ignore_errors=True)
-        if previous_port is None:
-            os.environ.pop(redis_servers.PORT_ENV)
-        else:
-            os.environ[redis_servers.PORT_ENV] = previous_port
-
-
 def stalls(times, start, end, settle=1.0):
     """((pause, time lost) in the migration's window [start, end + settle], the same in a window
     as long just before it (the reader at rest: the numbers without a migration), the usual gap
@@ -139,8 +109,8 @@ def excess(times, lo, hi, usual):
 def record_slots(cluster, prefix, to_node, how_many):
     """`how_many` slots holding records of `prefix`, none of them already on `to_node`."""
     from redis.crc import key_slot
-    c = redis_store.client(cluster)
-    keys = [f"{prefix}:{k}" for k in redis_store.keys_of(c, prefix)]
+    c = redis_keys.client(cluster)
+    keys = [f"{prefix}:{k}" for k in redis_keys.keys_of(c, prefix)]
     c.close()
     slots = sorted({key_slot(k.encode()) for k in keys})
     owner_of = cluster.slot_owners()
@@ -182,57 +152,47 @@ def one_round(cluster, net, prefix, rtt, slots, to_node, before):
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--dataset", default="cifar10", choices=list(datasets.REGISTRY))
-    p.add_argument("--count", type=int, default=4000, help="records written to the benchmark's cluster")
+    redis_bench.add_own_cluster_flags(p)
     p.add_argument("--slots", type=int, default=16, help="slots moved per round")
     p.add_argument("--rounds", type=int, default=3)
-    flags.add_rtt(p)
-    p.add_argument("--before", type=float, default=4.0, help="seconds of reading before the migration (at least "
-                                                                 "twice its window: about 2.5 s)")
-    p.add_argument("--batch", type=int, default=64)
-    p.add_argument("--depth", type=int, default=128, help="Redis requests in flight (prefetch_depth)")
+    redis_bench.add_reading_net_flags(p, 4.0, "seconds of reading before the migration (at least twice its "
+                                              "window: about 2.5 s)")
     p.add_argument("--redis-io", default="thread", choices=("thread", "inline"))
     p.add_argument("--port", type=int, default=7400, help="the benchmark cluster's first port (its proxies: +100)")
     p.add_argument("--json", type=Path, help="also write every round here")
     a = p.parse_args(argv)
-    redis_external.refuse_external("benchmarks/redis_migration.py", "is not the project's to move slots in",
-                                   f"unset {redis_external.SEEDS_ENV}: this benchmark migrates slots of a cluster it "
-                                   "starts itself")
     ds = datasets.get(a.dataset)
     rounds = []
-    with own_cluster(a.dataset, a.count, a.port, "redis-migration-") as (root, cluster):
-        prefix = redis_store.prefix_for(a.dataset, "train")
+    with redis_bench.own_cluster("benchmarks/redis_migration.py", "is not the project's to move slots in",
+                                 "migrates slots", a.dataset, a.count, a.port) as (root, cluster):
+        prefix = redis_keys.prefix_for(a.dataset, "train")
         net = redis_path.net_file(root / "read.prototxt", root, cluster, prefix, ds, a.depth, False,
                                   redis_io=a.redis_io, batch=a.batch)
-        for r in range(a.rounds):
-            for rtt in (None, a.rtt):
-                got = one_round(cluster, net, prefix, rtt, a.slots, (r + 1) % cluster.count, a.before)
-                rounds.append(got)
-                print(f"round {r + 1} {'direct' if rtt is None else f'{rtt:g} ms':<7} {got['slots']} slots moved in "
-                      f"{got['migration_s']:.2f} s ({got['ask_replies']} ASK, {got['moved_replies']} MOVED replies): "
-                      f"pause {got['pause_ms']:.1f} ms, lost {got['lost_ms']:.1f} ms; at rest "
-                      f"{got['at_rest_pause_ms']:.1f} / {got['at_rest_lost_ms']:.1f} ms "
-                      f"(round trip {got['rtt_ms']:.2f} ms, usual gap {got['usual_gap_ms']:.2f} ms)",
-                      file=sys.stderr, flush=True)
+        for r, _, rtt in redis_bench.interleaved(a.rounds, (None, a.rtt)):
+            got = one_round(cluster, net, prefix, rtt, a.slots, (r + 1) % cluster.count, a.before)
+            rounds.append(got)
+            redis_bench.say(f"round {r + 1} {'direct' if rtt is None else f'{rtt:g} ms':<7} {got['slots']} slots "
+                            f"moved in {got['migration_s']:.2f} s ({got['ask_replies']} ASK, {got['moved_replies']} "
+                            f"MOVED replies): pause {got['pause_ms']:.1f} ms, lost {got['lost_ms']:.1f} ms; at rest "
+                            f"{got['at_rest_pause_ms']:.1f} / {got['at_rest_lost_ms']:.1f} ms "
+                            f"(round trip {got['rtt_ms']:.2f} ms, usual gap {got['usual_gap_ms']:.2f} ms)")
     report(rounds, a)
     if a.json:
-        a.json.write_text(json.dumps({"rounds": rounds, "args": {k: str(v) for k, v in vars(a).items()},
-                                      "machine": runner.environment()}, indent=1))
+        redis_bench.write_result(a.json, {"rounds": rounds, "args": redis_bench.arguments(a)})
     return 0
 
 
 def report(rounds, a):
     print(f"\n{a.dataset}, {a.count} records, batch {a.batch}, {a.depth} in flight, redis_io {a.redis_io}, "
           f"{a.slots} slots moved per round; median [min-max] of {a.rounds} rounds; "
-          f"machine: {runner.environment().get('cpu_model', '?')}")
+          f"machine: {redis_bench.machine()}")
     print(f"{'cell':<10}{'round trip ms':>16}{'pause ms':>22}{'time lost ms':>22}{'at rest: pause':>20}{'lost':>22}"
           f"{'pause / (slots x rtt)':>24}{'lost / (slots x rtt)':>24}{'ASK replies':>16}{'MOVED replies':>16}")
     for rtt in (None, a.rtt):
         got = [g for g in rounds if g["rtt_ms_asked"] == rtt]
 
         def cell(field, digits=1):
-            values = [g[field] for g in got]
-            return f"{statistics.median(values):.{digits}f} [{min(values):.{digits}f}-{max(values):.{digits}f}]"
+            return redis_bench.spread([g[field] for g in got], digits)
         print(f"{'direct' if rtt is None else f'{rtt:g} ms':<10}{cell('rtt_ms', 2):>16}{cell('pause_ms'):>22}"
               f"{cell('lost_ms'):>22}{cell('at_rest_pause_ms'):>20}{cell('at_rest_lost_ms'):>22}"
               f"{cell('pause_per_slot_rtt', 2):>24}{cell('lost_per_slot_rtt', 2):>24}"

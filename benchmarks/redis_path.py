@@ -24,20 +24,20 @@ delay proxy is put in front of it (--rtts and --delay-legs are refused). The PNG
 written under imgstore:DATASET-png:train there and removed after.
 """
 import argparse
-import json
-import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import toolchain
+from benchmarks import redis_bench
 from data_prep import build, datasets
 from data_prep.redis import cluster as redis_cluster, external as redis_external
 from data_prep import backends
-from data_prep.backends import datum, redis_store
+from data_prep.backends import datum
+from data_prep.redis import keys as redis_keys
 from experiments import runner
 
 BATCH = 16  # small, so that a slow cell (1 request in flight at 100 ms: 10 images/s) ends soon
@@ -71,26 +71,26 @@ def png_copy(cluster, dataset, phase="train"):
     import cv2
     import numpy as np
     from caffe.proto import caffe_pb2
-    prefix, source = png_prefix(dataset, phase), redis_store.prefix_for(dataset, phase)
-    c = redis_store.client(cluster)
+    prefix, source = png_prefix(dataset, phase), redis_keys.prefix_for(dataset, phase)
+    c = redis_keys.client(cluster)
     try:
-        keys = redis_store.keys_of(c, source)  # a complete data set, or refused
-        count, fingerprint = redis_store.marker_of(c, source)
+        keys = redis_keys.keys_of(c, source)  # a complete data set, or refused
+        count, fingerprint = redis_keys.marker_of(c, source)
         copied = [count, fingerprint + "+png"]
-        if redis_store.marker_of(c, prefix) == copied:
+        if redis_keys.marker_of(c, prefix) == copied:
             return prefix
-        redis_store.delete_prefix(c, prefix)
+        redis_keys.delete_prefix(c, prefix)
         pipe = c.pipeline(transaction=False)
-        for n, (key, (value,)) in enumerate(redis_store.pipelined(c, [f"{source}:{k}" for k in keys], "get"), 1):
+        for n, (key, (value,)) in enumerate(redis_keys.pipelined(c, [f"{source}:{k}" for k in keys], "get"), 1):
             label, pixels = datum.decode(value)
             ok, png = cv2.imencode(".png", np.ascontiguousarray(pixels.transpose(1, 2, 0)))
             d = caffe_pb2.Datum(channels=pixels.shape[0], height=pixels.shape[1], width=pixels.shape[2],
                                 data=png.tobytes(), label=label, encoded=True)
             pipe.set(f"{prefix}:{key[len(source) + 1:]}", d.SerializeToString())
-            if n % redis_store.PIPELINE == 0 or n == len(keys):
+            if n % redis_keys.PIPELINE == 0 or n == len(keys):
                 pipe.execute()
-        c.rpush(redis_store.index(prefix), *keys)
-        c.set(redis_store.marker(prefix), " ".join(copied))
+        c.rpush(redis_keys.index(prefix), *keys)
+        c.set(redis_keys.marker(prefix), " ".join(copied))
         cluster.save()  # kept when the cluster restarts
         return prefix
     finally:
@@ -98,16 +98,28 @@ def png_copy(cluster, dataset, phase="train"):
 
 
 def png_prefix(dataset, phase="train"):
-    return redis_store.prefix_for(f"{dataset}-png", phase)
+    return redis_keys.prefix_for(f"{dataset}-png", phase)
 
 
 def remove_png_copy(cluster, dataset):
     """The PNG copy's keys, under its own prefix alone (a cluster you run keeps none of them)."""
-    c = redis_store.client(cluster)
+    c = redis_keys.client(cluster)
     try:
-        redis_store.delete_prefix(c, png_prefix(dataset))
+        redis_keys.delete_prefix(c, png_prefix(dataset))
     finally:
         c.close()
+
+
+@contextmanager
+def png_copies_removed(cluster, copied, external):
+    """On a cluster you run, the PNG copies of the data sets named in `copied` (as they are made)
+    removed after, even if the benchmark is cut short; the project's cluster keeps them."""
+    try:
+        yield
+    finally:
+        if external:
+            for name in copied:
+                remove_png_copy(cluster, name)
 
 
 def net_file(path, data, cluster, prefix, dataset, depth, out_of_order, lmdb=None, redis_io=None, batch=None):
@@ -159,12 +171,11 @@ def main(argv=None):
     for leg in legs:
         if leg not in redis_cluster.Cluster.DELAY_LEGS:
             p.error(f"--delay-legs: {leg!r} is not one of {', '.join(redis_cluster.Cluster.DELAY_LEGS)}")
-    clusters = {leg: redis_store.cluster_of(Path(a.data) / "any" / "redis", delay_legs=leg) for leg in legs}
+    clusters = {leg: redis_bench.cluster(a.data, delay_legs=leg) for leg in legs}
     cluster = clusters[legs[0]]
-    tmp = Path(tempfile.mkdtemp(prefix="redis-path-"))
     cells, measured_rtt, warm_ups, copied = {}, {}, {}, []
     started = time.time()
-    try:
+    with redis_bench.stopped_after(cluster, "redis-path-") as tmp, png_copies_removed(cluster, copied, external):
         for name in a.datasets.split(","):
             ds = datasets.get(name)
             build.prepare_missing(name, ["redis"], a.data, log=lambda m: print(m, file=sys.stderr))
@@ -174,7 +185,7 @@ def main(argv=None):
                                                                 False, lmdb), a.seconds)
                 print(f"{name}/raw/lmdb {cells[f'{name}/raw/lmdb']:,.0f} images/s", file=sys.stderr, flush=True)
             cluster.start(stops_with_caller=True)
-            prefixes = {"raw": redis_store.prefix_for(name, "train")}
+            prefixes = {"raw": redis_keys.prefix_for(name, "train")}
             if "png" in a.encodings.split(","):
                 copied.append(name)  # removed after on a cluster you run, even if cut short
                 prefixes["png"] = png_copy(cluster, name)
@@ -192,18 +203,11 @@ def main(argv=None):
                             cells[key], warm_ups[key] = measure(path, a.seconds)
                             print(f"{key:<40} {cells[key]:10,.0f} images/s after {warm_ups[key]:4.1f} s warm-up  "
                                   f"({time.time() - started:.0f} s)", file=sys.stderr, flush=True)
-    finally:
-        if external:
-            for name in copied:
-                remove_png_copy(cluster, name)
-        cluster.stop()
-        shutil.rmtree(tmp, ignore_errors=True)
     report(cells, measured_rtt, a, depths, rtts, legs)
     if a.json:
-        a.json.write_text(json.dumps({"cells": cells, "warm_up_seconds": warm_ups, "rtt_ms_measured": measured_rtt,
-                                      "batch": BATCH, "seconds": a.seconds, "delay_legs": legs,
-                                      "delay_proxy_source": toolchain.delay_proxy_source(),
-                                      "machine": runner.environment()}, indent=1))
+        redis_bench.write_result(a.json, {"cells": cells, "warm_up_seconds": warm_ups, "rtt_ms_measured": measured_rtt,
+                                          "batch": BATCH, "seconds": a.seconds, "delay_legs": legs,
+                                          "delay_proxy_source": toolchain.delay_proxy_source()})
     return 0
 
 

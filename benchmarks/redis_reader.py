@@ -26,20 +26,17 @@ is what their INFO says (every client's, not only this reader's; '-' where the A
 not send INFO).
 """
 import argparse
-import json
-import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 import toolchain
-from benchmarks import flags, redis_path
+from benchmarks import flags, redis_bench, redis_path
 from data_prep import build, datasets
 from data_prep.redis import cluster as redis_cluster, external as redis_external
-from data_prep.backends import redis_store
+from data_prep.redis import keys as redis_keys
 from experiments import runner
 
 RECORDS = {"mnist": 60000, "cifar10": 50000, "imagenet": 3000}
@@ -125,10 +122,9 @@ def main(argv=None):
                                        "leave them out")
     a.rtt = 10.0 if a.rtt is None else a.rtt
     server_threads = [int(t) for t in (a.server_io_threads or "1").split(",")]
-    cluster = redis_store.cluster_of(Path(a.data) / "any" / "redis")
-    tmp = Path(tempfile.mkdtemp(prefix="redis-reader-"))
+    cluster = redis_bench.cluster(a.data)
     rounds = {}
-    try:
+    with redis_bench.stopped_after(cluster, "redis-reader-") as tmp:
         for name in a.datasets.split(","):
             ds = datasets.get(name)
             build.prepare_missing(name, ["lmdb", "redis"], a.data, log=lambda m: print(m, file=sys.stderr))
@@ -140,43 +136,32 @@ def main(argv=None):
                 for io in a.redis_io.split(","):
                     nets[f"{where} {io}"] = redis_path.net_file(
                         tmp / f"{name}-{where.split()[0]}-{io}.prototxt", a.data, cluster,
-                        redis_store.prefix_for(name, "train"), ds, a.depth, False, redis_io=io)
-            for r in range(a.rounds):
-                for threads in server_threads:
-                    if not external:
-                        cluster = redis_cluster.Cluster(cluster.root, io_threads=threads)
-                    for cell, net in nets.items():
-                        if cell == "lmdb" and threads != server_threads[0]:
-                            continue  # no server in it
-                        if cell != "lmdb" and len(server_threads) > 1:
-                            cell = f"{cell} io-threads {threads}"
-                        got = measure_cell(cluster, net, cell, records, a.rtt)
-                        rounds.setdefault(f"{name}/{cell}", []).append(got)
-                        servers = "-" if got["servers_us"] is None else f"{got['servers_us']:6.1f}"
-                        print(f"round {r + 1} {name:<9} {cell:<14} prefetch thread {got['prefetch_us']:7.1f} us/record, "
-                              f"readers {got['readers_us']:6.1f}, servers {servers} us/record, "
-                              f"{got['images_per_s']:8,.0f} images/s",
-                              file=sys.stderr, flush=True)
-    finally:
-        cluster.stop()
-        shutil.rmtree(tmp, ignore_errors=True)
+                        redis_keys.prefix_for(name, "train"), ds, a.depth, False, redis_io=io)
+            for r, _, threads in redis_bench.interleaved(a.rounds, server_threads):
+                if not external:
+                    cluster = redis_cluster.Cluster(cluster.root, io_threads=threads)
+                for cell, net in nets.items():
+                    if cell == "lmdb" and threads != server_threads[0]:
+                        continue  # no server in it
+                    if cell != "lmdb" and len(server_threads) > 1:
+                        cell = f"{cell} io-threads {threads}"
+                    got = measure_cell(cluster, net, cell, records, a.rtt)
+                    rounds.setdefault(f"{name}/{cell}", []).append(got)
+                    servers = "-" if got["servers_us"] is None else f"{got['servers_us']:6.1f}"
+                    redis_bench.say(f"round {r + 1} {name:<9} {cell:<14} prefetch thread {got['prefetch_us']:7.1f} "
+                                    f"us/record, readers {got['readers_us']:6.1f}, servers {servers} us/record, "
+                                    f"{got['images_per_s']:8,.0f} images/s")
     report(rounds, a)
     if a.json:
-        a.json.write_text(json.dumps({"rounds": rounds, "rtt_ms": None if external else a.rtt, "depth": a.depth,
-                                      "server_io_threads": server_threads,
-                                      "batch": redis_path.BATCH, "machine": runner.environment()}, indent=1))
+        redis_bench.write_result(a.json, {"rounds": rounds, "rtt_ms": None if external else a.rtt, "depth": a.depth,
+                                          "server_io_threads": server_threads, "batch": redis_path.BATCH})
     return 0
-
-
-def spread(values):
-    values = [v for v in values if v is not None]
-    return f"{statistics.median(values):7.1f} [{min(values):.1f}-{max(values):.1f}]" if values else "-"
 
 
 def report(rounds, a):
     print(f"\nCPU per record (us), median [min-max] of {a.rounds} rounds, batch {redis_path.BATCH}, "
           f"{a.depth} requests in flight; records/s delivered; ratios to LMDB's medians; "
-          f"machine: {runner.environment().get('cpu_model', '?')}")
+          f"machine: {redis_bench.machine()}")
     print(f"{'cell':<28}{'prefetch thread':>24}{'x LMDB':>8}{'data path':>24}{'x LMDB':>8}"
           f"{'servers + proxy':>24}{'records/s':>12}{'x LMDB':>8}")
 
@@ -187,9 +172,9 @@ def report(rounds, a):
         return f"{median(got, field) / median(base, field):>7.2f}x" if median(base, field) else f"{'-':>8}"
     for key, got in rounds.items():
         base = rounds[f"{key.split('/')[0]}/lmdb"]
-        print(f"{key:<28}" + "".join(f"{spread([g[f] for g in got]):>24}{ratio(got, base, f)}"
+        print(f"{key:<28}" + "".join(f"{redis_bench.spread([g[f] for g in got], 1, 7):>24}{ratio(got, base, f)}"
                                       for f in ("prefetch_us", "data_path_us"))
-              + f"{spread([g['servers_us'] for g in got]) if 'lmdb' not in key else '-':>24}"
+              + f"{redis_bench.spread([g['servers_us'] for g in got], 1, 7) if 'lmdb' not in key else '-':>24}"
               + f"{median(got, 'images_per_s'):>12,.0f}{ratio(got, base, 'images_per_s')}")
     print("goal (#22): the prefetch thread's CPU per record from Redis <= 1.5x LMDB's; the data path's says "
           "what the CPU pays in all")

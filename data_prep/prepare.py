@@ -21,9 +21,8 @@ if __name__ == "__main__":  # as a script its folder leads sys.path, where data_
 import redis  # noqa: E402
 
 from data_prep import backends, build, datasets, locations, options  # noqa: E402
-from data_prep.backends import redis_store  # noqa: E402
 from data_prep.datasets import SourceError  # noqa: E402
-from data_prep.redis import external as redis_external  # noqa: E402
+from data_prep.redis import external as redis_external, keys as redis_keys  # noqa: E402
 
 DEFAULT_OUT = Path(__file__).resolve().parents[1] / "data"
 
@@ -105,7 +104,7 @@ def clean(dataset, names, out_root, force, where=None):
     if not out.is_dir():
         raise SourceError(f"clean {dataset}: no folder {out} (--out {out_root}): nothing here says what to remove")
     seeds = (where or {}).get("seeds")
-    if force and "redis" in names and redis_store.cluster_of(out / "redis", seeds).external:
+    if force and "redis" in names and redis_keys.cluster_of(out / "redis", seeds).external:
         with build.dataset_lock(out):
             backends.get("redis").remove(out / "redis", force=True, seeds=seeds)
     build.clean(dataset, names, out_root, location_options=where)

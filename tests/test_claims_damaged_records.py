@@ -92,8 +92,8 @@ def test_leveldb_stops_at_a_damaged_record_naming_its_key(tmp_path, damage, mess
 @pytest.fixture(scope="module")
 def suite_cluster(data_root):
     """The suite's own cluster (IMGSTORE_REDIS_PORT), the one the redis tests use."""
-    from data_prep.backends import redis_store
-    cluster = redis_store.cluster_of(data_root / "any" / "redis")
+    from data_prep.redis import keys as redis_keys
+    cluster = redis_keys.cluster_of(data_root / "any" / "redis")
     started = cluster.start()
     yield cluster
     if started:
@@ -105,6 +105,7 @@ def scratch_data_set(suite_cluster):
     """Writes a data set of this file's own under SCRATCH_PREFIX (with its marker, as prepare
     does); removes every key of it after."""
     from data_prep.backends import redis_store
+    from data_prep.redis import keys as redis_keys
     suite_cluster.start()
 
     def write(damage):
@@ -113,9 +114,9 @@ def scratch_data_set(suite_cluster):
                 writer.add((key.encode(), value))
         return suite_cluster.source(SCRATCH_PREFIX)
     yield write
-    c = redis_store.client(suite_cluster)
+    c = redis_keys.client(suite_cluster)
     try:
-        redis_store.delete_prefix(c, SCRATCH_PREFIX)
+        redis_keys.delete_prefix(c, SCRATCH_PREFIX)
     finally:
         c.close()
 

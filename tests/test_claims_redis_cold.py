@@ -15,8 +15,8 @@ def dumps_of(cluster):
 
 @pytest.fixture
 def location(mnist_small):
-    from data_prep.backends import redis_store
-    loc = redis_store.RedisClusterLocation(mnist_small / "redis", [])
+    from data_prep.redis import location as redis_location
+    loc = redis_location.RedisClusterLocation(mnist_small / "redis", [])
     was_running = loc.cluster.running()
     yield loc
     loc.close()  # as it found the cluster: running, since the test started it
@@ -25,7 +25,7 @@ def location(mnist_small):
 
 
 def test_a_cold_set_cache_drops_the_rdb_files_and_restarts_the_servers_from_them(location, monkeypatch):
-    from data_prep.backends import redis_store
+    from data_prep.redis import keys as redis_keys
     if not cache.can_drop_caches():
         pytest.skip("needs root to drop caches")
     cluster = location.cluster
@@ -48,9 +48,9 @@ def test_a_cold_set_cache_drops_the_rdb_files_and_restarts_the_servers_from_them
     assert how.startswith("servers restarted from their RDB files after drop_caches"), how
     assert location.load_seconds > 0 and location.describe()["load_seconds"] == location.load_seconds
     assert cluster.running() and not set(cluster.server_pids()) & set(pids_before)  # new processes
-    c = redis_store.client(cluster)
+    c = redis_keys.client(cluster)
     try:  # what they loaded from the files: the whole data set (Redis drops the files' pages after loading)
-        assert redis_store.marker_of(c, "mnist:train") and len(redis_store.keys_of(c, "mnist:train")) == 640
+        assert redis_keys.marker_of(c, "mnist:train") and len(redis_keys.keys_of(c, "mnist:train")) == 640
     finally:
         c.close()
 

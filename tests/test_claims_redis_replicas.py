@@ -78,7 +78,7 @@ def test_after_a_prepare_every_replica_holds_exactly_its_masters_keys(cluster):
 
 
 def test_a_replica_that_cannot_catch_up_fails_the_write_with_no_marker(cluster):
-    from data_prep.backends import redis_store
+    from data_prep.redis import keys as redis_keys
     master, replica = pairs(cluster)[1]
     pid = cluster.server_pids()[replica]
     os.kill(pid, signal.SIGSTOP)
@@ -90,9 +90,9 @@ def test_a_replica_that_cannot_catch_up_fails_the_write_with_no_marker(cluster):
     assert status != 0
     assert "had their writes on fewer than 1 replicas after 10 s; no completion marker written" in err, err[-2000:]
     assert str(cluster.node_ports()[master]) in err.split("masters ", 1)[1].split(" had")[0]  # the one behind
-    c = redis_store.client(cluster)
+    c = redis_keys.client(cluster)
     try:
-        assert c.get(redis_store.marker("mnist:train")) is None  # nothing half written is trusted
+        assert c.get(redis_keys.marker("mnist:train")) is None  # nothing half written is trusted
     finally:
         c.close()
     status, err = prepare(cluster.root.parent)  # caught up again: the same prepare goes through

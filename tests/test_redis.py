@@ -19,8 +19,8 @@ from conftest import ROOT, ended_within, given_up, line_within, net_process, red
 
 @pytest.fixture(scope="session")
 def cluster(data_root):
-    from data_prep.backends import redis_store
-    c = redis_store.cluster_of(data_root / "any" / "redis")
+    from data_prep.redis import keys as redis_keys
+    c = redis_keys.cluster_of(data_root / "any" / "redis")
     c.start()
     yield c
     c.stop()
@@ -90,10 +90,11 @@ def digests(batch_list):
 
 def test_redis_holds_the_lmdb_datum_bytes_key_by_key(redis_cifar, running):
     from data_prep import build
-    from data_prep.backends import lmdb_store, redis_store
+    from data_prep.backends import lmdb_store
+    from data_prep.redis import keys as redis_keys
     for phase in ("train", "test"):
         lmdb = list(lmdb_store.raw_items(redis_cifar / "lmdb" / f"{phase}_lmdb"))
-        redis = list(redis_store.records(redis_cifar / "redis", phase))
+        redis = list(redis_keys.records(redis_cifar / "redis", phase))
         assert len(lmdb) == len(redis) > 0
         assert lmdb == redis
     fp = build.load_manifest(redis_cifar, "redis").splits["train"].footprint
@@ -165,9 +166,9 @@ def test_a_reader_logs_in_as_an_acl_user_and_a_refused_login_names_the_user(redi
     With IMGSTORE_REDIS_USER, Caffe's reader logs in as that user: one allowed only the commands
     the reader sends, on the data set's keys, reads LMDB's batch; a wrong password or an unknown
     user stops it at set-up, naming the user and never the password."""
-    from data_prep.backends import redis_store
+    from data_prep.redis import keys as redis_keys
     secret, user = "reader-" + os.urandom(6).hex(), "imgstore-reader"
-    keys = redis_store.prefix_of(redis_cifar / "redis", "test").split(":")[0] + ":*"
+    keys = redis_keys.prefix_of(redis_cifar / "redis", "test").split(":")[0] + ":*"
     nodes = [running.node_client(i) for i in range(len(running.node_ports()))]
     try:
         for node in nodes:
@@ -192,8 +193,8 @@ def test_a_reader_logs_in_as_an_acl_user_and_a_refused_login_names_the_user(redi
 
 
 def test_a_missing_key_is_named(redis_cifar, running, tmp_path):
-    from data_prep.backends import redis_store
-    c = redis_store.client(redis_store.cluster_of(redis_cifar / "redis"))
+    from data_prep.redis import keys as redis_keys
+    c = redis_keys.client(redis_keys.cluster_of(redis_cifar / "redis"))
     key = "cifar10:test:" + c.lindex("cifar10:test:~index", 3).decode()
     value = c.get(key)
     c.delete(key)
@@ -231,12 +232,12 @@ def test_a_node_killed_during_training_stops_it_within_seconds_naming_the_node(r
 
 def test_an_incomplete_data_set_is_refused_then_rewritten(scratch, tmp_path):
     from data_prep import build
-    from data_prep.backends import redis_store
+    from data_prep.redis import keys as redis_keys
     running, data_root = scratch, scratch.root.parent
     writer = subprocess.Popen([sys.executable, str(ROOT / "data_prep" / "prepare.py"), "mnist", "redis",
                                "--out", str(data_root), "--limit", "20000", "--quiet", "--jobs", "1"],
                               env=dict(os.environ), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    c = redis_store.client(running)
+    c = redis_keys.client(running)
     try:
         deadline = time.monotonic() + 120
         while c.llen("mnist:train:~index") < 1000:
@@ -248,7 +249,7 @@ def test_an_incomplete_data_set_is_refused_then_rewritten(scratch, tmp_path):
         assert c.get("mnist:train:~complete") is None
         assert not (data_root / "mnist" / "redis" / "manifest.json").exists()
         with pytest.raises(Exception, match="marker"):
-            list(redis_store.records(data_root / "mnist" / "redis", "train"))
+            list(redis_keys.records(data_root / "mnist" / "redis", "train"))
         build.prepare("mnist", ["redis"], data_root, limit=20000, progress=False, log=lambda *_: None)
         assert int(c.get("mnist:train:~complete").split()[0]) == 20000 == c.llen("mnist:train:~index")
         # a complete data set that no manifest here describes is not overwritten without --force
@@ -267,10 +268,10 @@ def test_clean_removes_one_data_set_for_good_and_nothing_else(scratch):
     """prepare.py clean: the manifest and every key of the data set's prefixes go, another data
     set's stay, and a restart from the servers' saved files does not bring them back."""
     from data_prep import build
-    from data_prep.backends import redis_store
+    from data_prep.redis import keys as redis_keys
     running, data_root = scratch, scratch.root.parent
     build.prepare("mnist", ["redis"], data_root, limit=200, force=True, progress=False, log=lambda *_: None)
-    c = redis_store.client(running)
+    c = redis_keys.client(running)
     try:
         c.set("cifar10:test:kept", "another data set's")
         build.clean("mnist", ["redis"], data_root, log=lambda *_: None)
@@ -279,7 +280,7 @@ def test_clean_removes_one_data_set_for_good_and_nothing_else(scratch):
         running.start()
     finally:
         c.close()
-    c = redis_store.client(running)
+    c = redis_keys.client(running)
     try:
         left = [k.decode() for k in c.scan_iter(match="*", count=1000, target_nodes=c.ALL_NODES)]
         assert left == ["cifar10:test:kept"]
@@ -324,8 +325,8 @@ def test_a_full_server_gives_a_clear_error_and_no_marker(scratch):
             n.config_set("maxmemory", int(n.info("memory")["used_memory"]) + 200_000)
         with pytest.raises(SourceError, match="after .* records: .*maxmemory"):
             build.prepare("mnist", ["redis"], data_root, limit=40000, force=True, progress=False, log=lambda *_: None)
-        from data_prep.backends import redis_store
-        c = redis_store.client(running)
+        from data_prep.redis import keys as redis_keys
+        c = redis_keys.client(running)
         assert c.get("mnist:train:~complete") is None
         c.close()
     finally:

@@ -101,7 +101,7 @@ def test_slots_migrated_during_a_pass_keep_the_record_sequence(own, tmp_path, rt
     more batches, passes wrapping around; the same sequence as LMDB's. Today's reader aborted at the first MOVED: it asked for the
     slot map on a connection with requests in flight."""
     cluster, dest = own
-    from data_prep.backends import redis_store
+    from data_prep.redis import keys as redis_keys
     lmdb = Stepper(net_file(tmp_path / "l.prototxt", dest, "lmdb", 40))
     want = lmdb.forward(5 * 4 + 3)
     lmdb.close()
@@ -109,8 +109,8 @@ def test_slots_migrated_during_a_pass_keep_the_record_sequence(own, tmp_path, rt
     reader = Stepper(net_file(tmp_path / "r.prototxt", dest, "redis", 40))
     try:
         got = reader.forward(8)
-        c = redis_store.client(cluster)
-        keys = [f"cifar10:test:{k}" for k in redis_store.keys_of(c, "cifar10:test")]
+        c = redis_keys.client(cluster)
+        keys = [f"cifar10:test:{k}" for k in redis_keys.keys_of(c, "cifar10:test")]
         c.close()
         slots, to_node = slots_of(keys), 0 if rtt_ms is None else 1  # somewhere the records are not all
         assert cluster.migrate_slots(slots, to_node, finish=False) > 0
@@ -129,26 +129,26 @@ def test_a_resharded_cluster_starts_again_and_is_read(own, tmp_path):
     """After the migration above the nodes hold many slot ranges each; the project's start
     check used to want one contiguous range per node ("did not converge in 60 s")."""
     cluster, dest = own
-    from data_prep.backends import redis_store
+    from data_prep.redis import keys as redis_keys
     cluster.migrate_slots(list(range(100, 16384, 997)), to_node=1)
     cluster.save()
     cluster.stop()
     cluster.start(timeout=30)
     ranges = cluster.nodes()[0].execute_command("CLUSTER", "SLOTS")
     assert len(ranges) > 3  # not one range per node
-    assert len(list(redis_store.records(dest / "redis", "test"))) == records_in_test_split(dest)
+    assert len(list(redis_keys.records(dest / "redis", "test"))) == records_in_test_split(dest)
 
 
 def test_an_index_that_disagrees_with_its_marker_is_refused_by_both_readers(own, tmp_path):
     cluster, dest = own
-    from data_prep.backends import redis_store
+    from data_prep.redis import keys as redis_keys
     from data_prep.errors import SourceError
-    c = redis_store.client(cluster)
+    c = redis_keys.client(cluster)
     c.rpush("cifar10:test:~index", c.lindex("cifar10:test:~index", 0))
     n = records_in_test_split(dest)
     try:
         with pytest.raises(SourceError, match=f"lists {n + 1} keys but cifar10:test:~complete says {n}"):
-            list(redis_store.records(dest / "redis", "test"))
+            list(redis_keys.records(dest / "redis", "test"))
         env = dict(os.environ, GLOG_minloglevel="0", GLOG_logtostderr="1")
         p = subprocess.run([sys.executable, "-c", STEP_SCRIPT, str(net_file(tmp_path / "r.prototxt", dest, "redis", 40))],
                            env=env, text=True, input="1\n", capture_output=True, timeout=60)
@@ -163,8 +163,8 @@ def test_an_index_that_disagrees_with_its_marker_is_refused_by_both_readers(own,
 def test_the_completion_marker_holds_count_and_source(own):
     cluster, dest = own
     from data_prep import build
-    from data_prep.backends import redis_store
-    c = redis_store.client(cluster)
+    from data_prep.redis import keys as redis_keys
+    c = redis_keys.client(cluster)
     count, fingerprint = c.get("cifar10:test:~complete").decode().split()
     c.close()
     assert int(count) == records_in_test_split(dest) and fingerprint == build.load_manifest(dest, "redis").source_fingerprint

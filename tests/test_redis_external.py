@@ -195,22 +195,23 @@ def test_an_artifact_is_read_from_the_cluster_it_was_written_to(tmp_path, monkey
     """The artifact's folder keeps the seeds it was written to: reading it (a net's source) goes
     there with no flag and no environment; a run naming another cluster, or none, is refused."""
     from data_prep import backends, locations
-    from data_prep.backends import redis_store
+    from data_prep.redis import keys as redis_keys
+    from data_prep.redis import location as redis_location
     monkeypatch.delenv("IMGSTORE_REDIS_CLUSTER", raising=False)
     dest = tmp_path / "mnist" / "redis"
     dest.mkdir(parents=True)
     assert backends.get("redis").source(dest, "train").startswith("redis://127.0.0.1:")
-    (dest / redis_store.SEEDS_FILE).write_text("10.0.0.5:6379\n")
+    (dest / redis_keys.SEEDS_FILE).write_text("10.0.0.5:6379\n")
     assert backends.get("redis").source(dest, "train") == "redis://10.0.0.5:6379/imgstore:mnist:train"
     with pytest.raises(locations.LocationError, match="prepared into the cluster at 10.0.0.5:6379, and this run gives "
                                                       "--cluster 10.0.0.6:6379: run with --cluster 10.0.0.5:6379"):
-        redis_store.RedisClusterLocation(dest, [], seeds="10.0.0.6:6379")
+        redis_location.RedisClusterLocation(dest, [], seeds="10.0.0.6:6379")
     with pytest.raises(locations.LocationError, match="gives no --cluster"):
-        redis_store.RedisClusterLocation(dest, [])
-    assert redis_store.RedisClusterLocation(dest, [], seeds="10.0.0.5:6379").cluster.seed_text() == "10.0.0.5:6379"
+        redis_location.RedisClusterLocation(dest, [])
+    assert redis_location.RedisClusterLocation(dest, [], seeds="10.0.0.5:6379").cluster.seed_text() == "10.0.0.5:6379"
     monkeypatch.setenv("IMGSTORE_REDIS_CLUSTER", "10.0.0.7:6379")
     elsewhere = tmp_path / "other" / "mnist" / "redis"
     elsewhere.mkdir(parents=True)
     with pytest.raises(locations.LocationError, match="IMGSTORE_REDIS_CLUSTER names the cluster at 10.0.0.7:6379, "
                                                       "which a run takes as --cluster 10.0.0.7:6379"):
-        redis_store.RedisClusterLocation(elsewhere, [])
+        redis_location.RedisClusterLocation(elsewhere, [])

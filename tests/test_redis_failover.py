@@ -34,7 +34,7 @@ def replicated(tmp_path_factory):
 
 def test_the_cluster_has_a_replica_for_every_master_and_says_so(replicated):
     cluster, dest = replicated
-    from data_prep.backends import redis_store
+    from data_prep.redis import keys as redis_keys
     from data_prep.redis.cluster import Cluster, ClusterError
     assert cluster.describe()["replicas"] == 1 and len(cluster.node_ports()) == 6
     for lo, hi, master, *replicas in cluster.nodes()[0].execute_command("CLUSTER", "SLOTS"):
@@ -47,7 +47,7 @@ def test_the_cluster_has_a_replica_for_every_master_and_says_so(replicated):
     assert out_of_sync(cluster, replica) is None
     assert out_of_sync(cluster, master) == "never synchronised with it since its start"
     # the data path's Cluster of that folder has the same shape; another shape is refused by name
-    assert redis_store.cluster_of(dest / "redis").replicas == 1
+    assert redis_keys.cluster_of(dest / "redis").replicas == 1
     with pytest.raises(ClusterError, match="3 masters with 1 replicas"):
         Cluster(cluster.root, replicas=0)
 

@@ -8,14 +8,14 @@ from test_redis_external import cli
 
 
 def test_data_without_a_seeds_file_is_read_from_the_cluster_the_run_names(labs, tmp_path, monkeypatch):
-    from data_prep.backends import redis_store
+    from data_prep.redis import keys as redis_keys
     from experiments import record
     seeds, password_file = labs
     data, out = tmp_path / "data", tmp_path / "results"
     p = cli("data_prep/prepare.py", ["mnist", "redis", "--limit", "300", "--out", str(data), "--cluster", seeds["a"],
                                      "--quiet"], password_file)
     assert p.returncode == 0, p.stderr[-2000:]
-    (data / "mnist" / "redis" / redis_store.SEEDS_FILE).unlink()  # as data prepared before folders kept their seeds
+    (data / "mnist" / "redis" / redis_keys.SEEDS_FILE).unlink()  # as data prepared before folders kept their seeds
     monkeypatch.setenv("IMGSTORE_REDIS_CLUSTER", seeds["b"])  # where the folder alone leads: the other cluster
     p = cli("experiments/run.py", ["mnist", "redis", "warm", "--accelerator", "1ms", "--iters", "20", "--cluster",
                                    seeds["a"], "--data", str(data), "--out", str(out), "--quiet"], password_file)

@@ -244,6 +244,7 @@ def test_the_default_run_lock_is_in_the_users_folder():
 
 def test_a_record_lost_before_the_marker_is_written_leaves_no_marker(scratch):
     from data_prep.backends import redis_store
+    from data_prep.redis import keys as redis_keys
     from data_prep.errors import SourceError
     writer = redis_store._Writer(scratch, "lost:train", overwrite=True)
     for i in range(5):
@@ -252,14 +253,14 @@ def test_a_record_lost_before_the_marker_is_written_leaves_no_marker(scratch):
     writer.client.delete("lost:train:00000003")  # as a failover forced before it was replicated
     with pytest.raises(SourceError, match="record lost:train:00000003 is not there"):
         writer.finish()
-    c = redis_store.client(scratch)
+    c = redis_keys.client(scratch)
     assert c.get("lost:train:~complete") is None
     c.close()
 
 
 def test_a_data_set_rewritten_by_another_prepare_is_refused_at_the_run(redis_cifar, running, tmp_path):
-    from data_prep.backends import redis_store
-    c = redis_store.client(running)
+    from data_prep.redis import keys as redis_keys
+    c = redis_keys.client(running)
     mark = "cifar10:train:~complete"
     kept = c.get(mark)
     count = kept.split()[0].decode()
