@@ -38,7 +38,7 @@ COMMANDS = (
     Command("lmdb-shared-report", "analysis.lmdb_shared", "the tables of LMDB's three read paths with N solvers"),
     Command("threads-report", "analysis.decode_threads",
             "the decode- and transform-threads tables (AU, busy shares) from recorded runs"),
-    Command("redis", "data_prep.redis.cluster", "start, stop or ask about the project's Redis Cluster"),
+    Command("redis", "data_prep.redis_cluster.cluster", "start, stop or ask about the project's Redis Cluster"),
     Command("rederive", "experiments.rederive", "re-derive records' log-derived fields with today's rules"),
     Command("supersede", "experiments.supersede", "mark recorded runs as superseded, with the reason"),
     Command("cpu-probe", "monitor.cpu_probe", "one core's speed at Caffe's image data path (every record carries it)"),
@@ -75,7 +75,7 @@ COMMANDS = (
 INTERNAL = {
     "experiments/pymem_train.py": "the pymem backend's training process, started by the runner",
     "experiments/lab_cluster.py": "forms the lab cluster from inside one of its server hosts",
-    "data_prep/redis/keeper.py": "the cluster's keeper, started with its servers",
+    "data_prep/redis_cluster/keeper.py": "the cluster's keeper, started with its servers",
     "monitor/sampler.py": "the 1 Hz system sampler, started by the runner for each run",
     "peers/loaders.py": "one peer loader's cell, run by benchmarks/peers.py in .venv-peers",
     "analysis/claims.py": "prints the docs' numbers as the records make them (tests/test_claims_numbers.py)",

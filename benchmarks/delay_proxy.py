@@ -22,8 +22,8 @@ from pathlib import Path
 import toolchain
 from benchmarks import flags, redis_bench, redis_path, redis_reader
 from data_prep import build, datasets
-from data_prep.redis import cluster as redis_cluster, external as redis_external
-from data_prep.redis import keys as redis_keys
+from data_prep.redis_cluster import cluster as redis_cluster, external as redis_external
+from data_prep.redis_cluster import keys as redis_keys
 from experiments import runner
 
 RECORDS = {"mnist": 250000, "cifar10": 250000, "imagenet": 12800}

@@ -34,7 +34,7 @@ from pathlib import Path
 
 import toolchain
 from data_prep import datasets
-from data_prep.redis import external as redis_external
+from data_prep.redis_cluster import external as redis_external
 from analysis import capacity
 from experiments import hosts, lab_cluster, record
 from experiments.config import RunConfig, arguments

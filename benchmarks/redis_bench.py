@@ -12,8 +12,8 @@ from pathlib import Path
 
 from benchmarks import flags
 from data_prep import build, datasets
-from data_prep.redis import cluster as redis_cluster, external as redis_external
-from data_prep.redis import keys as redis_keys
+from data_prep.redis_cluster import cluster as redis_cluster, external as redis_external
+from data_prep.redis_cluster import keys as redis_keys
 from experiments import runner
 
 

@@ -32,8 +32,8 @@ from pathlib import Path
 from benchmarks import redis_bench, redis_path
 from benchmarks.redis_migration import Reader
 from data_prep import datasets
-from data_prep.redis import keys as redis_keys
-from data_prep.redis import location as redis_location
+from data_prep.redis_cluster import keys as redis_keys
+from data_prep.redis_cluster import location as redis_location
 from experiments import caffe_log
 
 CELLS = (("keeper", None), ("keeper", "rtt"), ("redis", None))

@@ -34,7 +34,7 @@ from pathlib import Path
 import toolchain
 from benchmarks import redis_bench, redis_path
 from data_prep import datasets
-from data_prep.redis import keys as redis_keys
+from data_prep.redis_cluster import keys as redis_keys
 
 READ = """
 import sys, time, caffe

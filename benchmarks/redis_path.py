@@ -34,10 +34,10 @@ from pathlib import Path
 import toolchain
 from benchmarks import redis_bench
 from data_prep import build, datasets
-from data_prep.redis import cluster as redis_cluster, external as redis_external
+from data_prep.redis_cluster import cluster as redis_cluster, external as redis_external
 from data_prep import backends
 from data_prep.backends import datum
-from data_prep.redis import keys as redis_keys
+from data_prep.redis_cluster import keys as redis_keys
 from experiments import runner
 
 BATCH = 16  # small, so that a slow cell (1 request in flight at 100 ms: 10 images/s) ends soon

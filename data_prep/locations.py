@@ -2,7 +2,7 @@
 its location kind; the runner and the monitor ask the location, never the backend's name,
 for the files, the footprint, what cold and warm mean and how to get there, the device to
 watch and the device to limit. Locations register themselves by kind, as backends do: a local
-folder here; a Redis Cluster beside its backend (data_prep.redis.location).
+folder here; a Redis Cluster beside its backend (data_prep.redis_cluster.location).
 """
 from pathlib import Path
 

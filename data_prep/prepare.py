@@ -15,14 +15,11 @@ import argparse
 import sys
 from pathlib import Path
 
-if __name__ == "__main__":  # as a script its folder leads sys.path, where data_prep/redis/ would hide redis-py
-    sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
+import redis
 
-import redis  # noqa: E402
-
-from data_prep import backends, build, datasets, locations, options  # noqa: E402
-from data_prep.datasets import SourceError  # noqa: E402
-from data_prep.redis import external as redis_external, keys as redis_keys  # noqa: E402
+from data_prep import backends, build, datasets, locations, options
+from data_prep.datasets import SourceError
+from data_prep.redis_cluster import external as redis_external, keys as redis_keys
 
 DEFAULT_OUT = Path(__file__).resolve().parents[1] / "data"
 

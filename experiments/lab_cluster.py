@@ -2,14 +2,14 @@
 lab runs on machines of its own: one master per server host, listening on that host's address
 (not loopback), with an admin password and an ACL user limited to the project's keys, formed from
 a client host. prepare.py and run.py reach it as they would reach the lab's, with --cluster and
-the credentials in the environment (data_prep.redis.external).
+the credentials in the environment (data_prep.redis_cluster.external).
 
   with hosts.Hosts(clients=2, servers=3) as net:
       lab = LabCluster(net, home).start()
       subprocess.run(net.command("client-0", [..., "--cluster", lab.seeds]), env=lab.env())
 
 The servers stop with the hosts. Their configuration goes in on stdin, so no password is in an
-argv; the password file is the user's alone (mode 600), as data_prep.redis.external asks.
+argv; the password file is the user's alone (mode 600), as data_prep.redis_cluster.external asks.
 """
 import os
 import subprocess
@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 import toolchain
-from data_prep.redis import external as redis_external
+from data_prep.redis_cluster import external as redis_external
 
 USER = "lab-reader"
 PORT = 6379

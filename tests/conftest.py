@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 os.environ.setdefault("GLOG_minloglevel", "2")
 
 # Redis ports. A cluster whose first node listens on PORT uses PORT+I for its nodes, PORT+100+I for
-# its delay proxies and PORT+10000+I for its cluster bus (data_prep/redis/cluster.py). Each user
+# its delay proxies and PORT+10000+I for its cluster bus (data_prep/redis_cluster/cluster.py). Each user
 # gets a block of its own: BLOCK_WIDTH node ports; blocks are laid out ten to a group of 200 ports,
 # the first 100 of a group for nodes, the second 100 for their proxies, so no block's proxies land
 # on another's nodes; the bus ports, 10000 higher, are above all of them.

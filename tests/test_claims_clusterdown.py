@@ -92,8 +92,8 @@ class Outage:
 
 
 def test_clusterdown_replies_are_asked_again_and_training_goes_on(tmp_path):
-    from data_prep.redis.cluster import Cluster
-    from data_prep.redis.servers import PASSWORD_ENV, PORT_ENV, password
+    from data_prep.redis_cluster.cluster import Cluster
+    from data_prep.redis_cluster.servers import PASSWORD_ENV, PORT_ENV, password
     from experiments.record import recorded
     with redis_ports() as port:
         cluster = Cluster(tmp_path / "redis-cluster", nodes=3, port=port, replicas=0)  # the data root's

@@ -92,7 +92,7 @@ def test_leveldb_stops_at_a_damaged_record_naming_its_key(tmp_path, damage, mess
 @pytest.fixture(scope="module")
 def suite_cluster(data_root):
     """The suite's own cluster (IMGSTORE_REDIS_PORT), the one the redis tests use."""
-    from data_prep.redis import keys as redis_keys
+    from data_prep.redis_cluster import keys as redis_keys
     cluster = redis_keys.cluster_of(data_root / "any" / "redis")
     started = cluster.start()
     yield cluster
@@ -105,7 +105,7 @@ def scratch_data_set(suite_cluster):
     """Writes a data set of this file's own under SCRATCH_PREFIX (with its marker, as prepare
     does); removes every key of it after."""
     from data_prep.backends import redis_store
-    from data_prep.redis import keys as redis_keys
+    from data_prep.redis_cluster import keys as redis_keys
     suite_cluster.start()
 
     def write(damage):

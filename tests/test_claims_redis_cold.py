@@ -15,7 +15,7 @@ def dumps_of(cluster):
 
 @pytest.fixture
 def location(mnist_small):
-    from data_prep.redis import location as redis_location
+    from data_prep.redis_cluster import location as redis_location
     loc = redis_location.RedisClusterLocation(mnist_small / "redis", [])
     was_running = loc.cluster.running()
     yield loc
@@ -25,7 +25,7 @@ def location(mnist_small):
 
 
 def test_a_cold_set_cache_drops_the_rdb_files_and_restarts_the_servers_from_them(location, monkeypatch):
-    from data_prep.redis import keys as redis_keys
+    from data_prep.redis_cluster import keys as redis_keys
     if not cache.can_drop_caches():
         pytest.skip("needs root to drop caches")
     cluster = location.cluster

@@ -16,7 +16,7 @@ LIMIT = 300
 
 @pytest.fixture(scope="module")
 def replicated(tmp_path_factory):
-    from data_prep.redis.cluster import Cluster
+    from data_prep.redis_cluster.cluster import Cluster
     root = tmp_path_factory.mktemp("replicas")
     with redis_ports() as port:
         cluster = Cluster(root / "redis-cluster", port=port, replicas=1)
@@ -78,7 +78,7 @@ def test_after_a_prepare_every_replica_holds_exactly_its_masters_keys(cluster):
 
 
 def test_a_replica_that_cannot_catch_up_fails_the_write_with_no_marker(cluster):
-    from data_prep.redis import keys as redis_keys
+    from data_prep.redis_cluster import keys as redis_keys
     master, replica = pairs(cluster)[1]
     pid = cluster.server_pids()[replica]
     os.kill(pid, signal.SIGSTOP)

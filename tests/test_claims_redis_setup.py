@@ -14,7 +14,7 @@ from test_redis_external import USER, cli
 @pytest.fixture(scope="module")
 def labs(tmp_path_factory):
     """{name: seeds} of two clusters, and a password file of their ACL user."""
-    from data_prep.redis.cluster import Cluster
+    from data_prep.redis_cluster.cluster import Cluster
     secret = "lab-" + os.urandom(8).hex()
     password_file = tmp_path_factory.mktemp("secret") / "password"
     password_file.write_text(secret + "\n")

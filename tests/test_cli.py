@@ -18,8 +18,6 @@ IMGSTORE = Path(sys.executable).parent / "imgstore"
 SYS_PATH_ALLOWED = {
     "benchmarks/peers.py": "run as a script its own folder leads sys.path, where the file's name hides the peers "
                            "package: it takes that folder out",
-    "data_prep/prepare.py": "run as a script its own folder leads sys.path, where data_prep/redis/ would hide "
-                            "redis-py: it takes that folder out",
     "tests/test_redis_external.py": "a child script that imports a helper of tests/ (conftest's pytest does it "
                                     "for the tests themselves)",
 }

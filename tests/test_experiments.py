@@ -42,7 +42,7 @@ def gets_served(cluster):
 def warm_pass_gets(dest):
     """The GETs the servers ran for a warm cache state of the Redis artifact at `dest` (the
     cluster up for it, and stopped after where it was not running)."""
-    from data_prep.redis.keys import cluster_of
+    from data_prep.redis_cluster.keys import cluster_of
     cluster = cluster_of(dest)
     with cluster.session():
         before = gets_served(cluster)

@@ -21,7 +21,7 @@ def tiny_redis(tmp_path_factory):
     """MNIST's first 640 + 640 images in a cluster of its own (ports of its own): (data root,
     cluster), stopped."""
     from data_prep import build
-    from data_prep.redis.cluster import Cluster
+    from data_prep.redis_cluster.cluster import Cluster
     data = tmp_path_factory.mktemp("killed-run-data")
     with redis_port_in_environment() as port:
         cluster = Cluster(data / "redis-cluster", port=port, nodes=1, replicas=1)  # its shape is kept for later starts
@@ -51,7 +51,7 @@ def cluster_processes(cluster):
 
 
 def alive(processes):
-    from data_prep.redis.servers import _zombie
+    from data_prep.redis_cluster.servers import _zombie
     out = []
     for p in processes:
         try:
@@ -101,7 +101,7 @@ def test_run_py_killed_with_sigkill_leaves_no_process_it_started(tiny_redis, tmp
 
 LEFT_BY = """
 import sys, threading, time
-from data_prep.redis.cluster import Cluster
+from data_prep.redis_cluster.cluster import Cluster
 cluster = Cluster(sys.argv[1], port=int(sys.argv[2]))
 # from another thread: the death signal would come when that thread exits, so none is set
 starting = threading.Thread(target=cluster.start, kwargs=dict(rtt_ms=2, stops_with_caller=True))

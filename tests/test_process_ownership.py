@@ -1,5 +1,5 @@
 """Only the processes the project started are signalled, and those whose lifetime is their
-caller's end with it (data_prep/redis/servers.py, data_prep/cache.py), each with real processes:
+caller's end with it (data_prep/redis_cluster/servers.py, data_prep/cache.py), each with real processes:
 
 - a pid file naming a process that is not the one started there (its number taken by another
   later) never gets it signalled, though its command line looks like a redis-server's, the
@@ -22,7 +22,7 @@ from conftest import ROOT, line_within, run
 
 def gone(proc, timeout):
     """Whether `proc` (a psutil.Process: a pid and its start time) has exited within `timeout` s."""
-    from data_prep.redis.servers import _zombie
+    from data_prep.redis_cluster.servers import _zombie
     deadline = time.monotonic() + timeout
     while proc.is_running() and not _zombie(proc.pid):
         if time.monotonic() > deadline:
@@ -40,21 +40,21 @@ def started_ticks(pid):
 @pytest.fixture
 def stand_ins(tmp_path, redis_port):
     """Three long sleeps whose command lines pass for a cluster's: a `redis-server` working in node
-    0's folder, `python -m data_prep.redis.keeper ROOT` (a module of that name that sleeps) and a
+    0's folder, `python -m data_prep.redis_cluster.keeper ROOT` (a module of that name that sleeps) and a
     process whose argv[0] is the delay proxy's path. Yields (cluster, {pid file: Popen})."""
-    from data_prep.redis.cluster import Cluster
+    from data_prep.redis_cluster.cluster import Cluster
     c = Cluster(tmp_path / "redis-cluster", port=redis_port, nodes=1)
     c.node_dir(0).mkdir(parents=True)
     (tmp_path / "bin").mkdir()
     (tmp_path / "bin" / "redis-server").symlink_to("/bin/sleep")  # its name: the link's
-    keeper_module = tmp_path / "elsewhere" / "data_prep" / "redis"
+    keeper_module = tmp_path / "elsewhere" / "data_prep" / "redis_cluster"
     keeper_module.mkdir(parents=True)
     (keeper_module.parent / "__init__.py").write_text("")
     (keeper_module / "__init__.py").write_text("")
     (keeper_module / "keeper.py").write_text("import time\ntime.sleep(60)\n")
     procs = {c.node_dir(0) / "redis.pid": subprocess.Popen([str(tmp_path / "bin" / "redis-server"), "60"],
                                                            cwd=c.node_dir(0)),
-             c.root / "keeper.pid": subprocess.Popen([sys.executable, "-m", "data_prep.redis.keeper", str(c.root)],
+             c.root / "keeper.pid": subprocess.Popen([sys.executable, "-m", "data_prep.redis_cluster.keeper", str(c.root)],
                                                      cwd=tmp_path / "elsewhere"),
              c.root / "proxy.pid": subprocess.Popen(["bash", "-c", f"exec -a {toolchain.DELAY_PROXY} sleep 60"])}
     deadline = time.monotonic() + 10  # until each has exec'd into what it stands for
@@ -88,7 +88,7 @@ def test_a_pid_file_naming_a_process_started_after_the_one_it_recorded_never_get
 
 
 def test_a_process_that_ignores_sigterm_is_killed_after_the_wait():
-    from data_prep.redis.cluster import Cluster
+    from data_prep.redis_cluster.cluster import Cluster
     stubborn = subprocess.Popen([sys.executable, "-c", "import signal, time; signal.signal(signal.SIGTERM, "
                                  "signal.SIG_IGN); print('ready', flush=True); time.sleep(60)"],
                                 stdout=subprocess.PIPE, text=True)
@@ -114,7 +114,7 @@ def slow_redis_server(folder, before):
 
 def test_a_node_slow_to_start_listening_is_waited_for(tmp_path, monkeypatch, redis_port):
     """Slower than redis-py's own retries of a refused connection (10, about 5 s at most)."""
-    from data_prep.redis.cluster import Cluster
+    from data_prep.redis_cluster.cluster import Cluster
     folder = slow_redis_server(tmp_path / "bin", "sleep 7")
     monkeypatch.setenv("PATH", f"{folder}{os.pathsep}{os.environ['PATH']}")
     c = Cluster(tmp_path / "redis-cluster", port=redis_port, nodes=1)
@@ -128,7 +128,7 @@ def test_a_node_slow_to_start_listening_is_waited_for(tmp_path, monkeypatch, red
 
 
 def test_a_node_that_exits_at_its_start_is_named(tmp_path, monkeypatch, redis_port):
-    from data_prep.redis.cluster import Cluster, ClusterError
+    from data_prep.redis_cluster.cluster import Cluster, ClusterError
     folder = slow_redis_server(tmp_path / "bin", "sleep 1; exit 3")
     monkeypatch.setenv("PATH", f"{folder}{os.pathsep}{os.environ['PATH']}")
     c = Cluster(tmp_path / "redis-cluster", port=redis_port, nodes=1)
@@ -166,10 +166,10 @@ def test_the_warm_up_reader_dies_with_the_process_that_started_it(tmp_path):
 
 
 def test_a_cluster_started_from_the_command_line_outlives_the_command(tmp_path, monkeypatch, redis_port):
-    from data_prep.redis.cluster import Cluster
-    from data_prep.redis.servers import PASSWORD_ENV
+    from data_prep.redis_cluster.cluster import Cluster
+    from data_prep.redis_cluster.servers import PASSWORD_ENV
     monkeypatch.setenv(PASSWORD_ENV, "outlives-the-command-0123456789")
-    run([sys.executable, "-m", "data_prep.redis.cluster", "start", "--data", str(tmp_path), "--nodes", "1",
+    run([sys.executable, "-m", "data_prep.redis_cluster.cluster", "start", "--data", str(tmp_path), "--nodes", "1",
          "--replicas", "1", "--rtt", "2ms", "--port", str(redis_port)], cwd=ROOT)
     c = Cluster(tmp_path / "redis-cluster", port=redis_port)
     try:

@@ -24,9 +24,6 @@ import re
 import sys
 from pathlib import Path
 
-if __name__ == "__main__":
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
 from analysis import capacity, claims, fidelity, readme
 from experiments import accelerators, data_path_cpu, record
 

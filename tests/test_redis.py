@@ -19,7 +19,7 @@ from conftest import ROOT, ended_within, given_up, line_within, net_process, red
 
 @pytest.fixture(scope="session")
 def cluster(data_root):
-    from data_prep.redis import keys as redis_keys
+    from data_prep.redis_cluster import keys as redis_keys
     c = redis_keys.cluster_of(data_root / "any" / "redis")
     c.start()
     yield c
@@ -42,7 +42,7 @@ def redis_cifar(cifar_small, cluster):
 
 @pytest.fixture(scope="module")
 def scratch_cluster(tmp_path_factory):
-    from data_prep.redis.cluster import Cluster
+    from data_prep.redis_cluster.cluster import Cluster
     with redis_ports() as port:
         c = Cluster(tmp_path_factory.mktemp("scratch") / "redis-cluster", port=port)
         try:
@@ -91,7 +91,7 @@ def digests(batch_list):
 def test_redis_holds_the_lmdb_datum_bytes_key_by_key(redis_cifar, running):
     from data_prep import build
     from data_prep.backends import lmdb_store
-    from data_prep.redis import keys as redis_keys
+    from data_prep.redis_cluster import keys as redis_keys
     for phase in ("train", "test"):
         lmdb = list(lmdb_store.raw_items(redis_cifar / "lmdb" / f"{phase}_lmdb"))
         redis = list(redis_keys.records(redis_cifar / "redis", phase))
@@ -166,7 +166,7 @@ def test_a_reader_logs_in_as_an_acl_user_and_a_refused_login_names_the_user(redi
     With IMGSTORE_REDIS_USER, Caffe's reader logs in as that user: one allowed only the commands
     the reader sends, on the data set's keys, reads LMDB's batch; a wrong password or an unknown
     user stops it at set-up, naming the user and never the password."""
-    from data_prep.redis import keys as redis_keys
+    from data_prep.redis_cluster import keys as redis_keys
     secret, user = "reader-" + os.urandom(6).hex(), "imgstore-reader"
     keys = redis_keys.prefix_of(redis_cifar / "redis", "test").split(":")[0] + ":*"
     nodes = [running.node_client(i) for i in range(len(running.node_ports()))]
@@ -193,7 +193,7 @@ def test_a_reader_logs_in_as_an_acl_user_and_a_refused_login_names_the_user(redi
 
 
 def test_a_missing_key_is_named(redis_cifar, running, tmp_path):
-    from data_prep.redis import keys as redis_keys
+    from data_prep.redis_cluster import keys as redis_keys
     c = redis_keys.client(redis_keys.cluster_of(redis_cifar / "redis"))
     key = "cifar10:test:" + c.lindex("cifar10:test:~index", 3).decode()
     value = c.get(key)
@@ -232,7 +232,7 @@ def test_a_node_killed_during_training_stops_it_within_seconds_naming_the_node(r
 
 def test_an_incomplete_data_set_is_refused_then_rewritten(scratch, tmp_path):
     from data_prep import build
-    from data_prep.redis import keys as redis_keys
+    from data_prep.redis_cluster import keys as redis_keys
     running, data_root = scratch, scratch.root.parent
     writer = subprocess.Popen([sys.executable, str(ROOT / "data_prep" / "prepare.py"), "mnist", "redis",
                                "--out", str(data_root), "--limit", "20000", "--quiet", "--jobs", "1"],
@@ -268,7 +268,7 @@ def test_clean_removes_one_data_set_for_good_and_nothing_else(scratch):
     """prepare.py clean: the manifest and every key of the data set's prefixes go, another data
     set's stay, and a restart from the servers' saved files does not bring them back."""
     from data_prep import build
-    from data_prep.redis import keys as redis_keys
+    from data_prep.redis_cluster import keys as redis_keys
     running, data_root = scratch, scratch.root.parent
     build.prepare("mnist", ["redis"], data_root, limit=200, force=True, progress=False, log=lambda *_: None)
     c = redis_keys.client(running)
@@ -325,7 +325,7 @@ def test_a_full_server_gives_a_clear_error_and_no_marker(scratch):
             n.config_set("maxmemory", int(n.info("memory")["used_memory"]) + 200_000)
         with pytest.raises(SourceError, match="after .* records: .*maxmemory"):
             build.prepare("mnist", ["redis"], data_root, limit=40000, force=True, progress=False, log=lambda *_: None)
-        from data_prep.redis import keys as redis_keys
+        from data_prep.redis_cluster import keys as redis_keys
         c = redis_keys.client(running)
         assert c.get("mnist:train:~complete") is None
         c.close()
@@ -377,7 +377,7 @@ def test_the_servers_io_threads_are_set_at_start_and_said(scratch):
     """--io-threads N: each node starts with N I/O threads (reads too; Redis's io-threads); a
     running cluster asked for another number is restarted with it; describe() (the record's
     location) says the number the nodes run with."""
-    from data_prep.redis.cluster import Cluster
+    from data_prep.redis_cluster.cluster import Cluster
 
     def io_thread_names(pid):
         return [t.read_text().strip() for t in Path(f"/proc/{pid}/task").glob("*/comm")
@@ -420,7 +420,7 @@ def test_the_environment_kept_is_put_back_even_a_variable_unset_before():
     """data_prep makes a password into the environment when there is none: a helper that
     recorded only the variables that were set would leave that one behind."""
     from conftest import environment_kept
-    from data_prep.redis.servers import PASSWORD_ENV, password
+    from data_prep.redis_cluster.servers import PASSWORD_ENV, password
     suites = os.environ.get(PASSWORD_ENV)
     with environment_kept(**{PASSWORD_ENV: None}):
         with environment_kept(PASSWORD_ENV):

@@ -1,5 +1,5 @@
 """Least privilege on a Redis Cluster the user runs: the ACL rules docs/redis-method.md states
-(data_prep.redis.external READER_RULES, WRITER_RULES) are enough, and hold no @dangerous or
+(data_prep.redis_cluster.external READER_RULES, WRITER_RULES) are enough, and hold no @dangerous or
 @admin command. A writer with only its rules prepares and cleans; a reader with only its rules
 trains from the data (Caffe's REDIS reader and the run's warming), the servers' INFO recorded as
 not available to it."""
@@ -11,7 +11,7 @@ from test_redis_foreign_keys import all_keys, as_user, user_cluster
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
-    from data_prep.redis import external as redis_external
+    from data_prep.redis_cluster import external as redis_external
     root = tmp_path_factory.mktemp("acl")
     users = {"imgstore-writer": redis_external.WRITER_RULES, "imgstore-reader": redis_external.READER_RULES}
     with redis_ports() as port, user_cluster(root, port, users) as found:
@@ -23,7 +23,7 @@ def commands_of(rules):
 
 
 def test_the_stated_rules_hold_no_dangerous_or_admin_command(lab):
-    from data_prep.redis import external as redis_external
+    from data_prep.redis_cluster import external as redis_external
     cluster = lab[0]
     node = cluster.node_client(0)
     try:

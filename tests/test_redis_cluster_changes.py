@@ -35,7 +35,7 @@ def own(tmp_path_factory):
     """A cluster and a data root of this module's own, holding the CIFAR-10 stand-in (400 train
     images; its test split is what the nets here read) in LMDB and in Redis."""
     from data_prep import build
-    from data_prep.redis.cluster import Cluster
+    from data_prep.redis_cluster.cluster import Cluster
     root = tmp_path_factory.mktemp("changes")
     with redis_port_in_environment() as port:
         cluster = Cluster(root / "redis-cluster", port=port)
@@ -101,7 +101,7 @@ def test_slots_migrated_during_a_pass_keep_the_record_sequence(own, tmp_path, rt
     more batches, passes wrapping around; the same sequence as LMDB's. Today's reader aborted at the first MOVED: it asked for the
     slot map on a connection with requests in flight."""
     cluster, dest = own
-    from data_prep.redis import keys as redis_keys
+    from data_prep.redis_cluster import keys as redis_keys
     lmdb = Stepper(net_file(tmp_path / "l.prototxt", dest, "lmdb", 40))
     want = lmdb.forward(5 * 4 + 3)
     lmdb.close()
@@ -129,7 +129,7 @@ def test_a_resharded_cluster_starts_again_and_is_read(own, tmp_path):
     """After the migration above the nodes hold many slot ranges each; the project's start
     check used to want one contiguous range per node ("did not converge in 60 s")."""
     cluster, dest = own
-    from data_prep.redis import keys as redis_keys
+    from data_prep.redis_cluster import keys as redis_keys
     cluster.migrate_slots(list(range(100, 16384, 997)), to_node=1)
     cluster.save()
     cluster.stop()
@@ -141,7 +141,7 @@ def test_a_resharded_cluster_starts_again_and_is_read(own, tmp_path):
 
 def test_an_index_that_disagrees_with_its_marker_is_refused_by_both_readers(own, tmp_path):
     cluster, dest = own
-    from data_prep.redis import keys as redis_keys
+    from data_prep.redis_cluster import keys as redis_keys
     from data_prep.errors import SourceError
     c = redis_keys.client(cluster)
     c.rpush("cifar10:test:~index", c.lindex("cifar10:test:~index", 0))
@@ -163,7 +163,7 @@ def test_an_index_that_disagrees_with_its_marker_is_refused_by_both_readers(own,
 def test_the_completion_marker_holds_count_and_source(own):
     cluster, dest = own
     from data_prep import build
-    from data_prep.redis import keys as redis_keys
+    from data_prep.redis_cluster import keys as redis_keys
     c = redis_keys.client(cluster)
     count, fingerprint = c.get("cifar10:test:~complete").decode().split()
     c.close()
@@ -171,7 +171,7 @@ def test_the_completion_marker_holds_count_and_source(own):
 
 
 def test_a_port_another_cluster_holds_is_named(own, tmp_path):
-    from data_prep.redis.cluster import Cluster, ClusterError
+    from data_prep.redis_cluster.cluster import Cluster, ClusterError
     cluster, _ = own
     other = Cluster(tmp_path / "elsewhere" / "redis-cluster", port=cluster.port)
     with pytest.raises(ClusterError, match=rf"127.0.0.1:{cluster.port} is taken by redis-server .*"

@@ -1,4 +1,4 @@
-"""A Redis Cluster the user runs (data_prep.redis.external), stood in for by a cluster of real
+"""A Redis Cluster the user runs (data_prep.redis_cluster.external), stood in for by a cluster of real
 redis-server processes that the test starts with an ACL user of its own, as a lab would give
 each client: on loopback, and on server hosts in network namespaces (experiments/lab_cluster.py,
 Redis and Valkey) read from client hosts. prepare.py and run.py reach it with --cluster, the
@@ -19,7 +19,7 @@ USER = "lab-reader"
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
     """(the cluster, its seeds, a password file of the ACL user's, readable by its owner alone)."""
-    from data_prep.redis.cluster import Cluster
+    from data_prep.redis_cluster.cluster import Cluster
     with redis_ports() as port:
         c = Cluster(tmp_path_factory.mktemp("lab") / "redis-cluster", port=port)
         try:
@@ -115,7 +115,7 @@ from pathlib import Path
 sys.path.insert(0, sys.argv[1] + "/tests")  # the tests' helpers: test_lmdb_read
 import caffe
 from data_prep import backends, datasets
-from data_prep.redis import external as redis_external
+from data_prep.redis_cluster import external as redis_external
 from test_lmdb_read import sequence
 redis_external.password()  # from the password file into the environment, where Caffe's reader looks
 dest = Path(sys.argv[2])
@@ -195,8 +195,8 @@ def test_an_artifact_is_read_from_the_cluster_it_was_written_to(tmp_path, monkey
     """The artifact's folder keeps the seeds it was written to: reading it (a net's source) goes
     there with no flag and no environment; a run naming another cluster, or none, is refused."""
     from data_prep import backends, locations
-    from data_prep.redis import keys as redis_keys
-    from data_prep.redis import location as redis_location
+    from data_prep.redis_cluster import keys as redis_keys
+    from data_prep.redis_cluster import location as redis_location
     monkeypatch.delenv("IMGSTORE_REDIS_CLUSTER", raising=False)
     dest = tmp_path / "mnist" / "redis"
     dest.mkdir(parents=True)

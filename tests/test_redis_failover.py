@@ -20,7 +20,7 @@ def replicated(tmp_path_factory):
     """The CIFAR-10 stand-in (400 train images; the nets read its test split) in LMDB and in a
     Redis Cluster of 3 masters with a replica each."""
     from data_prep import build
-    from data_prep.redis.cluster import Cluster
+    from data_prep.redis_cluster.cluster import Cluster
     root = tmp_path_factory.mktemp("failover")
     with redis_port_in_environment() as port:
         cluster = Cluster(root / "redis-cluster", port=port, replicas=1)
@@ -34,13 +34,13 @@ def replicated(tmp_path_factory):
 
 def test_the_cluster_has_a_replica_for_every_master_and_says_so(replicated):
     cluster, dest = replicated
-    from data_prep.redis import keys as redis_keys
-    from data_prep.redis.cluster import Cluster, ClusterError
+    from data_prep.redis_cluster import keys as redis_keys
+    from data_prep.redis_cluster.cluster import Cluster, ClusterError
     assert cluster.describe()["replicas"] == 1 and len(cluster.node_ports()) == 6
     for lo, hi, master, *replicas in cluster.nodes()[0].execute_command("CLUSTER", "SLOTS"):
         assert len(replicas) == 1 and replicas[0][0] == "127.0.0.1"
     # the keeper forces only a replica in sync (FORCE skips Redis's own check of that)
-    from data_prep.redis.keeper import out_of_sync
+    from data_prep.redis_cluster.keeper import out_of_sync
     roles = cluster.node_roles()
     replica = next(i for i, (_, master, _) in roles.items() if master)
     master = next(i for i, (_, master, slots) in roles.items() if slots)

@@ -36,8 +36,8 @@ def user_cluster(root, port, users):
     processes on its own ports (its default user's password is the admin's), with ACL users
     {name: rules} set on every node. Yields (cluster, seeds, {name: a password file, mode 600}).
     IMGSTORE_REDIS_PASSWORD, which Cluster sets when it is unset, is put back as it was."""
-    from data_prep.redis.cluster import Cluster
-    from data_prep.redis.servers import PASSWORD_ENV
+    from data_prep.redis_cluster.cluster import Cluster
+    from data_prep.redis_cluster.servers import PASSWORD_ENV
     cluster = Cluster(root / "redis-cluster", port=port)
     with environment_kept(PASSWORD_ENV):
         try:

@@ -8,7 +8,7 @@ from test_redis_external import cli
 
 
 def test_data_without_a_seeds_file_is_read_from_the_cluster_the_run_names(labs, tmp_path, monkeypatch):
-    from data_prep.redis import keys as redis_keys
+    from data_prep.redis_cluster import keys as redis_keys
     from experiments import record
     seeds, password_file = labs
     data, out = tmp_path / "data", tmp_path / "results"

@@ -32,7 +32,7 @@ def processes_under(folder):
     """This user's processes whose working folder is `folder` or under it, a folder the test made
     (Caffe runs in its run folder): what the test's run started, and nothing another session runs.
     Until they are gone: a zombie whose other threads still exit still holds its files."""
-    from data_prep.redis.servers import _zombie
+    from data_prep.redis_cluster.servers import _zombie
     out = []
     for p in psutil.process_iter(["uids"]):
         try:
@@ -139,7 +139,7 @@ def test_processes_under_a_folder_are_this_users_in_it_alone(tmp_path):
 
 OWNER_SCRIPT = """
 import sys, time
-from data_prep.redis.cluster import Cluster
+from data_prep.redis_cluster.cluster import Cluster
 Cluster(sys.argv[1], port=int(sys.argv[2]), nodes=3).start()
 print("up", flush=True)
 time.sleep(600)
@@ -147,7 +147,7 @@ time.sleep(600)
 
 
 def test_servers_whose_starter_was_killed_are_replaced_a_live_starters_are_not(tmp_path, redis_port):
-    from data_prep.redis.cluster import Cluster, ClusterError
+    from data_prep.redis_cluster.cluster import Cluster, ClusterError
     port, root = redis_port, tmp_path / "redis-cluster"
     env = {k: v for k, v in os.environ.items() if k != "IMGSTORE_REDIS_PASSWORD"}  # it makes its own
     owner = subprocess.Popen([sys.executable, "-c", OWNER_SCRIPT, str(root), str(port)], cwd=ROOT, env=env,
@@ -173,7 +173,7 @@ def test_servers_whose_starter_was_killed_are_replaced_a_live_starters_are_not(t
 
 
 def test_a_pid_file_naming_an_unrelated_process_never_gets_it_signalled(tmp_path, redis_port):
-    from data_prep.redis.cluster import Cluster
+    from data_prep.redis_cluster.cluster import Cluster
     bystander = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
         c = Cluster(tmp_path / "redis-cluster", port=redis_port, nodes=1)
@@ -244,7 +244,7 @@ def test_the_default_run_lock_is_in_the_users_folder():
 
 def test_a_record_lost_before_the_marker_is_written_leaves_no_marker(scratch):
     from data_prep.backends import redis_store
-    from data_prep.redis import keys as redis_keys
+    from data_prep.redis_cluster import keys as redis_keys
     from data_prep.errors import SourceError
     writer = redis_store._Writer(scratch, "lost:train", overwrite=True)
     for i in range(5):
@@ -259,7 +259,7 @@ def test_a_record_lost_before_the_marker_is_written_leaves_no_marker(scratch):
 
 
 def test_a_data_set_rewritten_by_another_prepare_is_refused_at_the_run(redis_cifar, running, tmp_path):
-    from data_prep.redis import keys as redis_keys
+    from data_prep.redis_cluster import keys as redis_keys
     c = redis_keys.client(running)
     mark = "cifar10:train:~complete"
     kept = c.get(mark)

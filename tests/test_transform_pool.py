@@ -24,7 +24,7 @@ FORWARDS = 640 * 5 // 2 // BATCH  # 2.5 passes of 640 records in batches of 48: 
 def mnist_up(mnist_small):
     """mnist_small with its Redis data set reachable: the data root's cluster started (and stopped
     after, unless it was running already)."""
-    from data_prep.redis import keys as redis_keys
+    from data_prep.redis_cluster import keys as redis_keys
     cluster = redis_keys.cluster_of(mnist_small / "redis")
     was_running = cluster.running()
     cluster.start()

@@ -1,19 +1,19 @@
 """A Redis Cluster holding the same Datum records as the LMDB backend, read by Caffe's own Data
 layer through the REDIS DB of caffe/patches/0011 (GETs pipelined ahead of the cursor, in key or
 arrival order). The paper's future work: a distributed key-value store. The keys and markers a
-data set is stored under: data_prep.redis.keys; the location a run reads it from:
-data_prep.redis.location.
+data set is stored under: data_prep.redis_cluster.keys; the location a run reads it from:
+data_prep.redis_cluster.location.
 """
 import shutil
 from pathlib import Path
 
 from data_prep import manifest
-from data_prep.redis import external as redis_external
+from data_prep.redis_cluster import external as redis_external
 from data_prep.backends import Backend, datum, phase_name, register
 from data_prep.errors import SourceError
 from data_prep.options import Option
-from data_prep.redis import location  # noqa: F401  registers the redis-cluster location
-from data_prep.redis.keys import (SEEDS_FILE, _check_ours, client, cluster_of, delete_prefix, index, keys_of,
+from data_prep.redis_cluster import location  # noqa: F401  registers the redis-cluster location
+from data_prep.redis_cluster.keys import (SEEDS_FILE, _check_ours, client, cluster_of, delete_prefix, index, keys_of,
                                   keys_of_index, marker, marker_of, marker_text, pipelined, prefix_of, records)
 
 

@@ -5,7 +5,7 @@ Redis Cluster fails a master over once the other masters have not heard from it 
 `cluster-node-timeout`, a majority of them agree, and the replica has waited its election delay:
 5.5-8.5 s at the 5 s used here (README, "A master lost"). That wait is right between hosts, where
 silence may be a slow network; on one host, a node whose process has exited is lost for certain.
-The keeper (one process per cluster, started and stopped with it by data_prep.redis.cluster)
+The keeper (one process per cluster, started and stopped with it by data_prep.redis_cluster.cluster)
 looks every 100 ms whether each node's redis-server is still alive; when a master's has exited,
 it sends CLUSTER FAILOVER FORCE to a live replica of it. FORCE skips the handshake with the lost
 master and Redis's check that the replica's data is recent, so the keeper makes that check
@@ -13,14 +13,14 @@ itself first (out_of_sync); the replica still needs the votes of a majority of m
 cluster's epochs stay consistent. A node alive but slow or silent is left to Redis's detection.
 What it did goes to ROOT/keeper.log (the failover's record reads it from the replica's log).
 
-  python -m data_prep.redis.keeper ROOT --port PORT   (Cluster.start runs it; the password
+  python -m data_prep.redis_cluster.keeper ROOT --port PORT   (Cluster.start runs it; the password
                                                        comes in the environment)
 """
 import argparse
 import time
 from datetime import datetime
 
-from data_prep.redis.cluster import Cluster
+from data_prep.redis_cluster.cluster import Cluster
 
 PERIOD_SECONDS = 0.1
 GONE_SECONDS = 5  # no node alive this long: the cluster was stopped without its keeper

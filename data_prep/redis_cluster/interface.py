@@ -1,6 +1,6 @@
 """One interface over the two kinds of Redis Cluster a run reads: the project's own (Cluster,
-data_prep.redis.cluster: servers it starts on loopback, a delay proxy, a keeper) and one the user
-runs (ExternalCluster, data_prep.redis.external: seeds and credentials, nothing started).
+data_prep.redis_cluster.cluster: servers it starts on loopback, a delay proxy, a keeper) and one the user
+runs (ExternalCluster, data_prep.redis_cluster.external: seeds and credentials, nothing started).
 
 The backend (data_prep.backends.redis_store), the runner and the benchmarks reach a cluster
 through the members named here. A few members exist on one kind only; callers use them where

@@ -4,14 +4,14 @@ Keys: PREFIX:KEY per record (KEY as in LMDB), PREFIX:~index (the keys in order),
 PREFIX:~complete ("COUNT FINGERPRINT": the record count and the source's hash), written last,
 once the index holds exactly COUNT keys, and deleted first when a data set is replaced; both
 readers (Caffe's and records()) refuse an index of another length. PREFIX = DATASET:PHASE
-(imgstore:DATASET:PHASE in a cluster the user runs, data_prep.redis.external, where the project
-touches no other key). The records live in the servers (data_prep.redis.cluster, under DATA/redis-cluster/); the artifact's folder holds only
+(imgstore:DATASET:PHASE in a cluster the user runs, data_prep.redis_cluster.external, where the project
+touches no other key). The records live in the servers (data_prep.redis_cluster.cluster, under DATA/redis-cluster/); the artifact's folder holds only
 its manifest and, written into a cluster the user runs (the location's option seeds, --cluster), those
 seeds (SEEDS_FILE), which every later reading of the artifact goes to.
 """
 from pathlib import Path
 
-from data_prep.redis import cluster as redis_cluster, external as redis_external
+from data_prep.redis_cluster import cluster as redis_cluster, external as redis_external
 from data_prep.errors import SourceError
 
 CLUSTER_FOLDER = "redis-cluster"  # under the data root, beside the datasets
@@ -21,7 +21,7 @@ PIPELINE = 1000
 
 def cluster_of(dest, seeds=None, **how):
     """The cluster holding the artifact at DATA/DATASET/redis (or its .partial folder): the one at
-    `seeds` (HOST:PORT[,...], a cluster the user runs, data_prep.redis.external), else the one the
+    `seeds` (HOST:PORT[,...], a cluster the user runs, data_prep.redis_cluster.external), else the one the
     artifact was written to (its SEEDS_FILE), else the one IMGSTORE_REDIS_CLUSTER names (a script's
     fallback), else the project's own under the data folder; `how`: the project cluster's keywords
     (io_threads, delay_legs)."""

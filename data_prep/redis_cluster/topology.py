@@ -6,7 +6,7 @@ import re
 import time
 from datetime import datetime
 
-from data_prep.redis.servers import ClusterError, password
+from data_prep.redis_cluster.servers import ClusterError, password
 
 REDIS_LOG = re.compile(r"^\d+:[A-Z] (\d+ \w+ \d+ [\d:.]+) . (.*)$")  # 1234:M 24 Nov 2026 07:01:08.292 # text
 FAILOVER_LINES = {"failing": re.compile(r"^Marking node \S+ as failing \(quorum reached\)"),
@@ -17,7 +17,7 @@ SLOTS = 16384
 
 
 class TopologyMixin:
-    """A Cluster's (data_prep.redis.cluster) nodes as one Redis Cluster."""
+    """A Cluster's (data_prep.redis_cluster.cluster) nodes as one Redis Cluster."""
 
     def running_io_threads(self):
         """The first answering node's io-threads (its I/O threads, the main one counted)."""

@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 PASSWORD_ENV = "IMGSTORE_REDIS_PASSWORD"
 PORT_ENV = "IMGSTORE_REDIS_PORT"   # the first node's port (default 7100)
-KEEPER_MODULE = "data_prep.redis.keeper"
+KEEPER_MODULE = "data_prep.redis_cluster.keeper"
 # a keeper started by an older checkout runs under the module's former name: a cluster it keeps
 # is still this project's to stop
 KEEPER_MODULES = (KEEPER_MODULE, "data_prep.redis_keeper")
@@ -97,6 +97,20 @@ def _zombie(pid):
         return True
 
 
+def _wait_exec(proc, is_it, timeout=5.0):
+    """Until a child just started shows its own command line: between fork and exec it shows
+    none (or the parent's), and a check in that moment would not know it for ours (a keeper
+    "not running" would then be left running by stop_keeper)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and proc.poll() is None:
+        try:
+            if is_it(psutil.Process(proc.pid).cmdline()):
+                return
+        except psutil.Error:
+            pass
+        time.sleep(0.01)
+
+
 def is_keeper_command(cmdline, root):
     """Whether a command line (argv) is the keeper of the cluster under `root`, started by this
     checkout or an older one (KEEPER_MODULES)."""
@@ -104,7 +118,7 @@ def is_keeper_command(cmdline, root):
 
 
 class ServersMixin:
-    """The redis-server processes and the keeper of a Cluster (data_prep.redis.cluster)."""
+    """The redis-server processes and the keeper of a Cluster (data_prep.redis_cluster.cluster)."""
     # who started the running servers with a password made for that process alone (it dies
     # with it): when that process is gone, no one can stop them by their password
     OWNER = "owner.json"
@@ -237,7 +251,7 @@ class ServersMixin:
         return _dies_with_this_thread(signal_number) if self._stops_with_this_process() else None
 
     def start_keeper(self):
-        """With replicas: the keeper (data_prep/redis/keeper.py), which fails a master over to
+        """With replicas: the keeper (data_prep/redis_cluster/keeper.py), which fails a master over to
         its replica as soon as its process has exited, rather than after Redis's own detection."""
         if not self.replicas or self.keeper_pid():
             return
@@ -247,6 +261,7 @@ class ServersMixin:
                                      "--port", str(self.port)], cwd=ROOT, stdin=subprocess.DEVNULL,
                                     stdout=subprocess.DEVNULL, stderr=errors, start_new_session=True,
                                     preexec_fn=self._death_signal(signal.SIGKILL))
+        _wait_exec(proc, lambda argv: is_keeper_command(argv, self.root))
         _write_pid_file(self.root / "keeper.pid", proc.pid)
 
     def stop_keeper(self):
@@ -266,7 +281,7 @@ class ServersMixin:
         if e:
             raise ClusterError(f"the cluster at 127.0.0.1:{self.port} refuses this password ({e}): set "
                                f"{PASSWORD_ENV} to the one it was started with, or stop it "
-                               f"(python -m data_prep.redis.cluster stop)") from None
+                               f"(python -m data_prep.redis_cluster.cluster stop)") from None
 
     def _wait_ready(self, timeout, started):
         """Until every node answers PING; `started`: their processes (Popen), in node order."""

@@ -1,5 +1,5 @@
 """A Redis Cluster (or Valkey) that the user runs, read and written where the project's own
-cluster (data_prep.redis.cluster) would be: its seeds (HOST:PORT[,HOST:PORT...]) are the Redis
+cluster (data_prep.redis_cluster.cluster) would be: its seeds (HOST:PORT[,HOST:PORT...]) are the Redis
 location's option, --cluster on prepare.py and run.py (data_prep.backends.redis_store); the
 artifact keeps the seeds it was written to, so that reading it needs no flag. For scripts that
 call the library without seeds (and the benchmarks, which take no --cluster), IMGSTORE_REDIS_CLUSTER
@@ -26,7 +26,7 @@ from contextlib import nullcontext
 from pathlib import Path
 
 from data_prep.errors import SourceError
-from data_prep.redis.interface import ClusterInterface, median_ms
+from data_prep.redis_cluster.interface import ClusterInterface, median_ms
 
 SEEDS_ENV = "IMGSTORE_REDIS_CLUSTER"
 USER_ENV = "IMGSTORE_REDIS_USER"
@@ -104,7 +104,7 @@ def password(cluster_name="the cluster you run"):
 
 class ExternalCluster(ClusterInterface):
     """The seeds of a cluster the user runs, behind the interface of the project's own Cluster
-    (data_prep.redis.interface)."""
+    (data_prep.redis_cluster.interface)."""
     replicas = 0  # writes are not WAITed on: the owner's replication is the owner's
     external = True
 

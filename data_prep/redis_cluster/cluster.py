@@ -1,15 +1,15 @@
 """A Redis Cluster of Debian's redis-server processes, started and stopped by the project.
 
-  python -m data_prep.redis.cluster start [--nodes 3] [--replicas 1] [--rtt 10ms] [--io-threads 2]
-  python -m data_prep.redis.cluster status | stop | stop-keeper
+  python -m data_prep.redis_cluster.cluster start [--nodes 3] [--replicas 1] [--rtt 10ms] [--io-threads 2]
+  python -m data_prep.redis_cluster.cluster status | stop | stop-keeper
 
 Layout under the data folder (default data/redis-cluster/): node-I/ (nodes.conf, dump.rdb,
 redis.log, redis.pid) per node, proxy.pid, and with replicas keeper.pid and keeper.log
-(data_prep/redis/keeper.py: a master whose process exits is failed over at once). Node I
+(data_prep/redis_cluster/keeper.py: a master whose process exits is failed over at once). Node I
 listens on 127.0.0.1:PORT+I (bus: +10000) and nowhere else; a password is required
 (IMGSTORE_REDIS_PASSWORD; generated for this process when unset). The servers, their pid files,
-owner and password: data_prep/redis/servers.py; the delay proxy that emulates a round trip:
-data_prep/redis/proxy.py; slots, failover, migration and replication: data_prep/redis/topology.py.
+owner and password: data_prep/redis_cluster/servers.py; the delay proxy that emulates a round trip:
+data_prep/redis_cluster/proxy.py; slots, failover, migration and replication: data_prep/redis_cluster/topology.py.
 
 Persistence: data_prep SAVEs every node once a data set is complete; stopping never saves
 (SIGTERM with `save ""`), so what a restart loads is always a complete state.
@@ -32,10 +32,10 @@ from pathlib import Path
 
 from data_prep.errors import SourceError
 from data_prep.options import parse_ms
-from data_prep.redis.interface import ClusterInterface, median_ms
-from data_prep.redis.proxy import ProxyMixin
-from data_prep.redis.servers import PASSWORD_ENV, PORT_ENV, ROOT, ClusterError, ServersMixin, password
-from data_prep.redis.topology import TopologyMixin
+from data_prep.redis_cluster.interface import ClusterInterface, median_ms
+from data_prep.redis_cluster.proxy import ProxyMixin
+from data_prep.redis_cluster.servers import PASSWORD_ENV, PORT_ENV, ROOT, ClusterError, ServersMixin, password
+from data_prep.redis_cluster.topology import TopologyMixin
 
 
 class Cluster(ServersMixin, ProxyMixin, TopologyMixin, ClusterInterface):
@@ -62,7 +62,7 @@ class Cluster(ServersMixin, ProxyMixin, TopologyMixin, ClusterInterface):
         # timeout: a node merely busy must not take the cluster down)
         self.node_timeout_ms = 5000 if self.replicas else 30000
 
-    external = False  # started and run by the project (data_prep.redis.external: one the user runs)
+    external = False  # started and run by the project (data_prep.redis_cluster.external: one the user runs)
 
     def client(self, timeout=30):
         """A cluster client (routes by slot, follows MOVED/ASK) for bulk work."""

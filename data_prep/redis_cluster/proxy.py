@@ -13,11 +13,11 @@ import subprocess
 from pathlib import Path
 
 import toolchain
-from data_prep.redis.servers import ClusterError, _read_pid_file, _write_pid_file
+from data_prep.redis_cluster.servers import ClusterError, _read_pid_file, _write_pid_file
 
 
 class ProxyMixin:
-    """The delay proxy of a Cluster (data_prep.redis.cluster): its delays, start, build and memory."""
+    """The delay proxy of a Cluster (data_prep.redis_cluster.cluster): its delays, start, build and memory."""
     DELAY_LEGS = {  # where the delay proxy puts an emulated round trip: (requests', replies') share
         "requests": (1.0, 0.0),  # the default: what a client host meets on a real network (delay_proxy.c)
         "both": (0.5, 0.5),      # half each way (until session 16 the only way)

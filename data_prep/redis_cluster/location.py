@@ -5,9 +5,9 @@ from contextlib import contextmanager
 from datetime import datetime, timedelta
 
 from data_prep import cache, locations, manifest
-from data_prep.redis import external as redis_external
+from data_prep.redis_cluster import external as redis_external
 from data_prep.options import Option
-from data_prep.redis.keys import check_marker, client, cluster_of, prefix_of, records, seeds_written
+from data_prep.redis_cluster.keys import check_marker, client, cluster_of, prefix_of, records, seeds_written
 
 
 @contextmanager
@@ -25,7 +25,7 @@ def _said(cluster, doing):
 
 @locations.register
 class RedisClusterLocation(locations.Location):
-    """Records in a Redis Cluster's memory (data_prep.redis.cluster). An in-memory store has no
+    """Records in a Redis Cluster's memory (data_prep.redis_cluster.cluster). An in-memory store has no
     cold reads; what can be cold is the servers: cold = every node stopped, the page cache
     dropped, the nodes restarted from their RDB files (the load is timed, not part of the run);
     warm = the cluster up and every record read once through the network. Clients reach the
