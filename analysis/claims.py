@@ -1399,7 +1399,9 @@ def running_reclaimer():
             and r.limits.get("riops") == 287 and r.limits.get("throttled_reads")]
     reached, safe = (next(r for r in mine if kept(r) == k) for k in (False, True))
     per_file = lambda r: r.limits["throttled_reads"]["read_ios"] / r.artifact_footprint["files"]  # noqa: E731
-    return (f"made {per_file(reached):.2f} reads per file instead of {per_file(safe):.2f} and took "
+    idle = {p["idle_seconds_at_least"] for p in safe.environment.get("proactive_reclaim") or ()}
+    return (f"(file pages idle >= {span(idle, lambda x: f'{x:g}')} s)",
+            f"made {per_file(reached):.2f} reads per file instead of {per_file(safe):.2f} and took "
             f"{reached.wall_seconds:.0f} s instead of {safe.wall_seconds:.0f}")
 
 
@@ -2354,7 +2356,8 @@ def redis_path_cifar10_table():
 def redis_path_imagenet_table():
     cells = path_cells("imagenet")[0]
     return tuple(part for rtt in (0, 10, 50, 100)
-                 for part in (f"| {rtt} ms | {path_row(cells, 'imagenet', rtt, (1, 16, 128))} |", path_row(cells, "imagenet", rtt, (1024,))))
+                 for part in (f"| {rtt} ms | {path_row(cells, 'imagenet', rtt, (1, 16, 128))} |",
+                              path_row(cells, "imagenet", rtt, (1024,))))
 
 
 def reader_ratio(name, cell, what, against="lmdb"):
@@ -2389,7 +2392,8 @@ def redis_lean_reader_table():
 
 @claim
 def redis_lean_reader_refactored():
-    ratios = [reader_ratio("after-review-refactor", f"{d}/{c}", "prefetch_us") for d in ("cifar10", "imagenet") for c in ("direct", "10 ms")]
+    ratios = [reader_ratio("after-review-refactor", f"{d}/{c}", "prefetch_us")
+              for d in ("cifar10", "imagenet") for c in ("direct", "10 ms")]
     return ", ".join(f"{x:.2f}x" for x in ratios)
 
 
@@ -2488,7 +2492,8 @@ def redis_path_says():
             f"at ~{cifar_rate:,.0f}/s need ~{cifar_rate * 0.1:,.0f} (16,384 at 100 ms: "
             f"{span(deep_ratio, lambda x: f'{x:.2f}')} of 0 ms",
             f"cost at 0 ms is within the noise (direct {span(direct, count)} against {span(proxied, count)} through it",
-            f"{imagenet['imagenet/raw/direct/1024/in']:,.0f} against {imagenet['imagenet/raw/0.0/1024/in']:,.0f} for ImageNet",
+            f"{imagenet['imagenet/raw/direct/1024/in']:,.0f} against {imagenet['imagenet/raw/0.0/1024/in']:,.0f} "
+            "for ImageNet",
             f"gives {thousands(cifar10['cifar10/raw/lmdb'])} (CIFAR-10) and {round(imagenet['imagenet/raw/lmdb'], -1):,.0f} "
             "(ImageNet, partly cached) images/s")
 
@@ -2705,13 +2710,14 @@ def emulation_paper_host_table():
     ours = {d: paper2016_us_per_image(d) for d in rows}
     beyond = hdf5_beyond()
     hdf5 = {d: tuple(1e6 * x / rows[d] for x in beyond[d]) for d in rows}
-    return (f"at most {paper['mnist']:.0f} ({calibration.paper_seconds('mnist', 'images', 'warm'):.2f} s over {rows['mnist']:,} "
+    return (f"at most {paper['mnist']:.0f} ({paper_s('mnist', 'images', 'warm'):.2f} s over {rows['mnist']:,} "
             f"images, under the compute) | {ours['mnist']:.1f} (prefetch CPU) | at most {paper['mnist'] / ours['mnist']:.1f} |",
-            f"{paper['cifar10']:.0f} ({calibration.paper_seconds('cifar10', 'images', 'warm'):.2f} s over {rows['cifar10']:,}, "
+            f"{paper['cifar10']:.0f} ({paper_s('cifar10', 'images', 'warm'):.2f} s over {rows['cifar10']:,}, "
             f"data-path-bound) | {ours['cifar10']:.1f} | {paper['cifar10'] / ours['cifar10']:.1f} |",
             f"{hdf5['mnist'][0]:.1f} ({paper_ratio('mnist-hdf5') - 1:.0%} of ~20 s) | {hdf5['mnist'][1]:.1f} | "
             f"{hdf5['mnist'][0] / hdf5['mnist'][1]:.1f} (fitted) |",
-            f"{hdf5['cifar10'][0]:.1f} ({beyond['cifar10'][0]:.2f} s) | {hdf5['cifar10'][1]:.1f} ({beyond['cifar10'][1]:.2f} s) | "
+            f"{hdf5['cifar10'][0]:.1f} ({beyond['cifar10'][0]:.2f} s) | "
+            f"{hdf5['cifar10'][1]:.1f} ({beyond['cifar10'][1]:.2f} s) | "
             f"{hdf5['cifar10'][0] / hdf5['cifar10'][1]:.1f} |")
 
 
@@ -2756,6 +2762,104 @@ def emulation_files_k():
             f"{ours['cifar10'] / ours['mnist']:.1f}x. A CPU k times slower than this VM's fits CIFAR-10 at\n"
             f"k = {paper['cifar10'] / ours['cifar10']:.1f} and MNIST only at k <= {paper['mnist'] / ours['mnist']:.1f}",
             f"puts MNIST's at {walls['mnist', fits] / paper_s('mnist', 'images', 'warm'):.2f}x the paper")
+
+
+# -- docs/running.md, the rest of its numbers -----------------------------------------------------
+
+BENCHMARKS = f"{catalogue.relative('ci-2core')}/benchmarks"
+
+
+@claim
+def running_convert_speed():
+    """benchmarks/convert_speed.py's own reports: Caffe's convert_imageset against data_prep, per image count."""
+    import re
+    found = {}
+    for folder in (BENCHMARKS, f"{catalogue.relative('h100')}/benchmarks"):
+        text = (ROOT / folder / "convert_speed.txt").read_text()
+        found[folder] = re.findall(r"(\d+) PNGs.*\n.*convert_imageset: ([\d.]+) s\s+data_prep: ([\d.]+) s"
+                                   r"\s+speed-up: ([\d.]+)x", text)
+    (two, one), (h100,) = found[BENCHMARKS], found[f"{catalogue.relative('h100')}/benchmarks"]
+    row = lambda m: f"| {int(m[0]):,} | {m[1]} s | {m[2]} s | {m[3]}x"  # noqa: E731
+    return f"{row(two)} ({one[3]}x on a {int(one[0]):,}-image run) |", f"{row(h100)} |"
+
+
+@claim
+def running_cold_condition():
+    """What a cold run's data is held against: the paper's ImageNet over its machine's memory (Table 1 and 2),
+    and MLPerf Storage's ratio (experiments/runner.py)."""
+    from analysis.report import REFERENCE
+    from experiments import runner
+    images = next(r["size"] for r in REFERENCE["footprint"]["rows"]
+                  if (r["dataset"], r["backend"]) == ("imagenet", "images"))
+    ratio = float(images.split("GB")[0]) / float(REFERENCE["machine"]["memory"].split()[0])
+    return (f"the paper's ImageNet was ~{ratio:.0f}x its machine's memory\nand MLPerf Storage asks >= "
+            f"{runner.PAPER_DATA_OVER_MEMORY}x")
+
+
+@claim
+def running_records_table():
+    """The record's fields that quote a setting the records hold: the reclaimer's idle age and the probe's time."""
+    from analysis import hosts_table
+    idle = {p["idle_seconds_at_least"] for r in runs(PAPER2016) for p in (r.environment or {}).get("proactive_reclaim") or ()
+            if p.get("kind") == "DAMON pageout"}
+    seconds = statistics.median(p["seconds"] for c in hosts_table.load_checks() for p in c["probes"])
+    return f"idle >= {span(idle, lambda x: f'{x:g}')} s", f"~{round(seconds):.0f} s, one thread"
+
+
+@claim
+def running_runner_overhead():
+    """benchmarks/runner_overhead.py's report: runner over bare `caffe train`, and the monitor's own CPU."""
+    import re
+    text = (ROOT / BENCHMARKS / "runner_overhead.txt").read_text()
+    pairs = re.search(r"(\d+) pairs", text).group(1)
+    median, q1, q3, lo, hi = re.search(r"per-pair ratios: ([\d.]+).*quartiles ([\d.]+)\.\.([\d.]+), "
+                                       r"range ([\d.]+)\.\.([\d.]+)", text).groups()
+    share, startup = re.search(r"sampling: ([\d.]+%) of one core.*plus ([\d.]+) CPU-s", text).groups()
+    return (f"median of the per-pair ratios {median}, quartiles {q1}-{q3}, range {lo}-{hi}, {pairs} pairs",
+            f"the monitor's own CPU while sampling: {share} of a core, plus {startup} CPU-s")
+
+
+def lmdb_read_cells(read_ahead_kb):
+    name = {128: "lmdb_read_ra128", 8192: "lmdb_read"}[read_ahead_kb]
+    found = json.loads((ROOT / BENCHMARKS / f"{name}.json").read_text())
+    assert int(found["read_ahead_kb"]) == read_ahead_kb, name
+    return found["cells"]
+
+
+def lmdb_read_mbps(cell, path):
+    """MB/s (10^6 bytes) of a benchmarks/lmdb_read.py cell's path: its bytes over the median of its rounds."""
+    return cell["bytes"] / statistics.median(cell["seconds"][path]) / 1e6
+
+
+@claim
+def running_lmdb_read_table():
+    """The cold ImageNet pass on the 2016 disk by Caffe's stock mmap path, readahead 128 KB: MB/s, over dd, images/s."""
+    cell = lmdb_read_cells(128)["imagenet/paper2016 disk (150 IOPS, 600 MB/s)"]
+    mmap = lmdb_read_mbps(cell, "mmap")
+    return (f"**{mmap:.1f} ({mmap / lmdb_read_mbps(cell, 'dd'):.2f})**: "
+            f"{cell['records'] / statistics.median(cell['seconds']['mmap']):.0f} images/s")
+
+
+@claim
+def running_lmdb_read_says():
+    """What the lmdb_read tables say: mmap at 128 KB readahead on the 2016 disk, the coalesced path over dd there."""
+    disk = "paper2016 disk (150 IOPS, 600 MB/s)"
+    slow = lmdb_read_cells(128)[f"imagenet/{disk}"]
+    over = lambda d, kb: lmdb_read_mbps(lmdb_read_cells(kb)[f"{d}/{disk}"], "coalesced") / lmdb_read_mbps(  # noqa: E731
+        lmdb_read_cells(kb)[f"{d}/{disk}"], "dd")
+    rounds = [dd / c for dd, c in zip(slow["seconds"]["dd"], slow["seconds"]["coalesced"])]
+    spread = max(abs(r / statistics.median(rounds) - 1) for r in rounds)
+    return (f"runs at {lmdb_read_mbps(slow, 'mmap') / lmdb_read_mbps(slow, 'dd'):.0%} of what the disk gives `dd`",
+            f"{span([over('imagenet', kb) for kb in (128, 8192)], lambda x: f'{x:.2f}')}\nof `dd` on the 2016 disk for "
+            f"ImageNet (every round within {spread:.0%}), {span([over('mnist', kb) for kb in (128, 8192)])}x for MNIST")
+
+
+@claim
+def running_host_check_cell():
+    """The capacity cell two VMs of one kind answered differently (docs/capacity.md's capacity_hosts_differ)."""
+    cell = ("imagenet", "titanx2016", PER_SOLVER, "lmdb")
+    return (f"held {largest(*cell, 'warm')} solvers warm / {largest(*cell, 'cold')} cold on one 2-core VM",
+            f"and {warm_cold(*cell, folder=CAPACITY_HOST2)} on another")
 
 if __name__ == "__main__":
     for name, f in CLAIMS.items():
