@@ -1569,6 +1569,26 @@ def capacity_stopper_2016_lmdb():
             f"({before.monitor:.0%} at {held})")
 
 
+RECHECK_2016_LMDB = catalogue.relative("ci-2core-paper2016-lmdb-cold-recheck")
+
+
+@claim
+def capacity_stopper_2016_lmdb_recheck():
+    """The same cell swept again on one probed host: its answer and its figures in the training window."""
+    from analysis import capacity
+    curve = ("mnist", "titanx2016", PAPER2016_PROFILE, "lmdb", "cold")
+    n, at, above = capacity_answer(*curve, folder=RECHECK_2016_LMDB)
+    held, failed, before, after = capacity_stop(*curve, folder=RECHECK_2016_LMDB)
+    mine = capacity_curves(RECHECK_2016_LMDB)[curve][0]
+    runs = lambda k: len(capacity.group_aus([r for r in mine if capacity.solvers(r) == k]))  # noqa: E731
+    probe = round(statistics.median(r.environment["cpu_probe"]["images_per_second"] for r in mine if r.ok))
+    figure = lambda name: f"{getattr(after, name):.0%} ({getattr(before, name):.0%} at {held})"  # noqa: E731
+    return (f"probe {probe}, `{RECHECK_2016_LMDB}`), with the processes' CPU in the training window, "
+            f"the same cell held N = {n} (AU {capacity.au_text(at)} at {n}, {capacity.au_text(above)} at {n + 1}, "
+            f"n = {runs(n)} and {runs(n + 1)}) and is still *not found* at {failed}: cores {figure('cores')}, "
+            f"IOPS limit {figure('paced')}, device {figure('device')}")
+
+
 @claim
 def capacity_hdf5_not_found():
     """HDF5's cells: their solver thread's share at N = 1 (where none held)."""
@@ -2302,7 +2322,7 @@ def redis_proxy_ab():
 
 
 def reader_rounds(name):
-    """{cell: its rounds} of a benchmarks/redis_reader.py JSON under results/ci-2core-redis-reader/."""
+    """{cell: its rounds} of a benchmarks/redis_reader.py JSON in the catalogue's ci-2core-redis-reader folder."""
     return json.loads((ROOT / REDIS_READER / f"{name}.json").read_text())["rounds"]
 
 
@@ -2579,7 +2599,7 @@ def emulation_fitted_on_table():
 
 
 def host_checks():
-    """{host letter: its check} of results/host-check (one check per host so far), lettered as
+    """{host letter: its check} of the catalogue's host-check folder (one check per host so far), lettered as
     analysis/hosts_table.py letters them."""
     from analysis import hosts_table
     return {chr(ord("A") + i): host[-1] for i, host in enumerate(hosts_table.group_hosts(hosts_table.load_checks()))}

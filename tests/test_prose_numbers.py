@@ -24,6 +24,7 @@ import re
 import sys
 from pathlib import Path
 
+import catalogue
 from analysis import capacity, claims, fidelity, readme
 from experiments import accelerators, data_path_cpu, record
 
@@ -283,11 +284,12 @@ def test_a_removed_marker_an_unlisted_source_a_changed_number_and_a_measured_au_
     assert [e for e in unaccounted("README.md", changed) if "3.9-18x" in e] == [
         f"README.md:{next(i for i, l in enumerate(changed.splitlines(), 1) if '3.9-18x' in l)}: ratio '3.9-18x': no "
         "claim, source or threshold of the code (claim readme_records_cheaper does not say it)"]
-    notes = "The walker read the file 4.6x <!-- source: NOTES, results/ci-2core-peers -->.\n"
+    peers = catalogue.relative("ci-2core-peers")
+    notes = f"The walker read the file 4.6x <!-- source: NOTES, {peers} -->.\n"
     assert unaccounted("x.md", notes) == []
     assert unaccounted("x.md", notes.replace("4.6x", "4.7x")) == [
         "x.md:1: ratio '4.7x': no claim, source or threshold of the code"]
-    assert unaccounted("x.md", notes.replace("ci-2core-peers", "no-such-folder")) == [
+    assert unaccounted("x.md", notes.replace(peers, "results/no-such-folder")) == [
         "x.md:1: source 'NOTES, results/no-such-folder': not one of the sources of tests/test_prose_numbers.py "
         f"({', '.join(SOURCES)}, or NOTES, results/FOLDER)",
         "x.md:1: ratio '4.6x': no claim, source or threshold of the code"]
