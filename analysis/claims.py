@@ -2881,6 +2881,29 @@ def running_host_check_cell():
     return (f"held {largest(*cell, 'warm')} solvers warm / {largest(*cell, 'cold')} cold on one 2-core VM",
             f"and {warm_cold(*cell, folder=CAPACITY_HOST2)} on another")
 
+
+# -- docs/testing.md, docs/faults.md and docs/redis-method.md: settings the code defines ------------
+
+def source_numbers(path, name):
+    """The numbers on the line that sets NAME in a source file of the project (`path` from the
+    repository's root): `STALL = float(os.environ.get("X", "600"))` gives [600.0], a default the
+    environment may override, as the docs state it."""
+    import re
+    line = re.search(rf"^\s*(?:self\.)?{name} = (.*)$", (ROOT / path).read_text(), re.M)
+    return [float(n) for n in re.findall(r"(?<![\w.])\d+(?:\.\d+)?(?![\w.])", line.group(1))]
+
+
+def source_number(path, name):
+    return source_numbers(path, name)[-1]
+
+
+@claim
+def testing_time_limits():
+    """The suite's default time limit per test phase and the watchdog's margin past it (tests/conftest.py)."""
+    return (f"({source_number('tests/conftest.py', 'DEFAULT_TIMEOUT'):g} s unless",
+            f"(at most {source_number('tests/conftest.py', 'BACKSTOP_MARGIN_MAX'):g} s more)")
+
+
 if __name__ == "__main__":
     for name, f in CLAIMS.items():
         print(f"{name}: {f()!r}")
