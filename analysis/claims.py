@@ -2904,6 +2904,44 @@ def testing_time_limits():
             f"(at most {source_number('tests/conftest.py', 'BACKSTOP_MARGIN_MAX'):g} s more)")
 
 
+
+@claim
+def faults_ring_takeover():
+    """A killed writer's role taken: two of the others' looks for the writer's lock (caffe/patches/0013)."""
+    return f"within {2 * patch_constant('kWaitMs')} ms", f"every {patch_constant('kWaitMs')} ms"
+
+
+@claim
+def faults_ring_stalled():
+    """How long the others wait on a stopped writer or lock holder before they stop (kStalledMs)."""
+    return f"after {patch_constant('kStalledMs') / 1000:g} s of their own waiting"
+
+
+@claim
+def faults_ring_left_behind():
+    return f"left behind after {patch_constant('kLeftBehindMs') / 1000:g} s"
+
+
+@claim
+def faults_stall_limit():
+    """The runner's default stall limit (experiments/training.py), in the row that sets it and the next."""
+    limit = f"{source_number('experiments/training.py', 'STALL_SECONDS'):g} s"
+    return f"(default {limit})", f"stopped as stalled after {limit}"
+
+
+@claim
+def faults_test_limit():
+    return f"({source_number('tests/conftest.py', 'DEFAULT_TIMEOUT'):g} s unless marked)"
+
+
+@claim
+def faults_keeper_failover():
+    """The reader's longest pause in the keeper's failovers (benchmarks/redis_failover.py), rounded up to a second."""
+    import math
+    rounds = json.loads((ROOT / f"{catalogue.relative('ci-2core-redis-failover')}/cifar10.json").read_text())["rounds"]
+    return f"fails it over in < {math.ceil(max(r['pause_s'] for r in rounds if r['failed_over_by_asked'] == 'keeper'))} s"
+
+
 if __name__ == "__main__":
     for name, f in CLAIMS.items():
         print(f"{name}: {f()!r}")

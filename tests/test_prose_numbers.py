@@ -29,9 +29,10 @@ from analysis import capacity, claims, fidelity, readme
 from experiments import accelerators, data_path_cpu, record
 
 # The pages checked. The other pages of docs/ follow (the script above counts their numbers; not
-# yet marked): architecture, faults and redis-method.
+# yet marked): architecture and redis-method.
 CHECKED = ("README.md", "docs/capacity-method.md", "docs/capacity.md", "docs/emulation.md", "docs/lmdb.md",
-           "docs/peers.md", "docs/redis.md", "docs/results.md", "docs/running.md", "docs/testing.md")
+           "docs/peers.md", "docs/redis.md", "docs/results.md", "docs/running.md", "docs/testing.md",
+           "docs/faults.md")
 
 # The sources a quoted figure may name: the seed papers and the pages of tools the docs compare with.
 SOURCES = {
