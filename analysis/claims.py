@@ -2942,6 +2942,92 @@ def faults_keeper_failover():
     return f"fails it over in < {math.ceil(max(r['pause_s'] for r in rounds if r['failed_over_by_asked'] == 'keeper'))} s"
 
 
+
+# -- docs/redis-method.md --------------------------------------------------------------------------
+
+# Redis 7's own failover figures (its cluster.c): a replica waits 500 ms plus a random 0-500 ms before
+# it asks for votes; the docs quote them (`<!-- source: Redis, cluster.c -->`), the claims add them up.
+REDIS_ELECTION_DELAY_S = (0.5, 1.0)
+
+
+def sleep_after(path, anchor):
+    """The first `usleep(N)` after `anchor` in a C source or patch of the project, in ms."""
+    import re
+    text = (ROOT / path).read_text()
+    return int(re.search(r"usleep\((\d+)\)", text[text.index(anchor):]).group(1)) / 1000
+
+
+def node_timeouts_s():
+    """The clusters' `cluster-node-timeout`, with replicas and without (data_prep/redis_cluster/cluster.py)."""
+    return [ms / 1000 for ms in source_numbers("data_prep/redis_cluster/cluster.py", "node_timeout_ms")]
+
+
+@claim
+def redis_method_keeper_period():
+    """How often the keeper looks whether each node's redis-server runs (data_prep/redis_cluster/keeper.py)."""
+    return f"every {source_number('data_prep/redis_cluster/keeper.py', 'PERIOD_SECONDS') * 1000:g} ms"
+
+
+@claim
+def redis_method_reader_waits():
+    """The reader's waits on a lost master (caffe/patches/0011): the slot map read again, CLUSTERDOWN asked again."""
+    patch = "caffe/patches/0011-redis-db.patch"
+    return (f"read again every {sleep_after(patch, 'no replica took over its slots in'):g} ms",
+            f"asked again {sleep_after(patch, 'backoff_ = false;'):g} ms later")
+
+
+@claim
+def redis_method_redis_failover():
+    """Redis's own failover with replicas: the node timeout, up to half of it for the reports, the election's delay."""
+    timeout = node_timeouts_s()[0]
+    low, high = timeout + REDIS_ELECTION_DELAY_S[0], timeout * 1.5 + REDIS_ELECTION_DELAY_S[1]
+    return f"at the {timeout:g} s used here, {low:g}-{high:g} s"
+
+
+@claim
+def redis_method_reply_limit():
+    return f"stays silent {patch_constant('kReplySeconds')} s"
+
+
+@claim
+def redis_method_node_timeouts():
+    with_replicas, without = node_timeouts_s()
+    return f"{with_replicas:g} s with replicas, {without:g} s without"
+
+
+@claim
+def redis_method_delay_legs():
+    """The round trip on the requests against half each way, at 100 ms over 0 ms, medians of 3 rounds per cell:
+    the cells within 5 points of each other, and the one that is not."""
+    rtt = 100.0
+    ratios = []
+    for dataset, depths in (("cifar10", (32768, 65536)), ("imagenet", (1024,))):
+        cells = [r["cells"] for r in path_rounds(f"redis-path-{dataset}-legs-round{{round}}")]
+        for depth, order in ((d, o) for d in depths for o in ("in", "ooo")):
+            zero = median_of(cells, f"{dataset}/raw/0.0/{depth}/{order}")
+            ratios.append([median_of(cells, f"{dataset}/raw/{rtt}-{legs}/{depth}/{order}") / zero
+                           for legs in ("requests", "both")])
+    apart = [r for r in ratios if abs(r[0] - r[1]) >= 0.05]
+    return (f"at {rtt:g} ms the two gave rates within 5 points of each other in {len(ratios) - len(apart)} of "
+            f"{len(ratios)} cells, " + "; ".join(f"{a:.2f} against {b:.2f}" for a, b in apart) + " of 0 ms")
+
+
+@claim
+def redis_method_proxy_chunks():
+    """The delay proxy's CPU per ImageNet record relayed before and after its chunk reuse
+    (benchmarks/delay_proxy.py)."""
+    found = json.loads((ROOT / f"{REDIS_READER}/delay-proxy-spare-chunks.json").read_text())
+    us = {k: statistics.median(r["proxy_us"] for r in found["cells"][f"imagenet/{k}"])
+          for k in ("against", "this checkout")}
+    return (f"from {us['against']:.0f} to {us['this checkout']:.0f} us per ImageNet record at {found['rtt_ms']:g} ms, "
+            f"n = {len(found['cells']['imagenet/against'])}")
+
+
+@claim
+def redis_method_proxy_accept_retry():
+    return f"every {sleep_after('data_prep/delay_proxy.c', 'retrying every'):g} ms"
+
+
 if __name__ == "__main__":
     for name, f in CLAIMS.items():
         print(f"{name}: {f()!r}")

@@ -8,8 +8,8 @@ accelerators fed (18 solvers, 4 H100s) and durations (638-645 s, 30 ms, 1.0 µs)
       tests/test_claims_numbers.py: from the previous marker or the start of its paragraph to the
       marker; a marker alone on its line spans the block above it) and the text claims.NAME()
       returns contains it, so the records recompute it;
-  (b) quoted: a `<!-- source: NAME, where -->` marker whose NAME is one of SOURCES (a seed paper or
-      a tool's own page), or `<!-- source: NOTES, results/FOLDER -->` whose NOTES.md holds the
+  (b) quoted: a `<!-- source: NAME, where -->` marker whose NAME is one of SOURCES (a seed paper, a
+      tool's own page or source), or `<!-- source: NOTES, results/FOLDER -->` whose NOTES.md holds the
       number (a measurement no record holds), quotes it: the marker closes a parenthesis that
       holds it, or it is the one number right before the marker in its paragraph; or
   (c) a threshold or setting the code defines: after words that set a threshold (">=", "at most",
@@ -28,19 +28,20 @@ import catalogue
 from analysis import capacity, claims, fidelity, readme
 from experiments import accelerators, data_path_cpu, record
 
-# The pages checked. The other pages of docs/ follow (the script above counts their numbers; not
-# yet marked): architecture and redis-method.
-CHECKED = ("README.md", "docs/capacity-method.md", "docs/capacity.md", "docs/emulation.md", "docs/lmdb.md",
-           "docs/peers.md", "docs/redis.md", "docs/results.md", "docs/running.md", "docs/testing.md",
-           "docs/faults.md")
+# The pages checked: README.md and every page of docs/ (the script above counts their numbers).
+CHECKED = ("README.md", "docs/architecture.md", "docs/capacity-method.md", "docs/capacity.md", "docs/emulation.md",
+           "docs/faults.md", "docs/lmdb.md", "docs/peers.md", "docs/redis-method.md", "docs/redis.md",
+           "docs/results.md", "docs/running.md", "docs/testing.md")
 
-# The sources a quoted figure may name: the seed papers and the pages of tools the docs compare with.
+# The sources a quoted figure may name: the seed papers and the pages or source of tools the docs compare
+# with or build on.
 SOURCES = {
     "Lim 2016": "Lim, Young & Patton, An analysis of image storage systems for scalable training of deep "
                 "neural networks (ORNL, 2016)",
     "Pumma 2019": "Pumma et al., Scalable deep learning via I/O analysis and optimization (LMDBIO), 2019",
     "FFCV": "FFCV's own benchmark page (ffcv.io)",
     "MLPerf Storage": "MLPerf Storage's rules and results (mlcommons.org)",
+    "Redis": "Redis 7's source (cluster.c) and its Cluster specification (redis.io)",
 }
 # A measurement a results folder's NOTES.md holds and no record does (a profiler's figure, a reader's
 # log line): `<!-- source: NOTES, results/FOLDER -->`, and that NOTES.md must hold the number itself.
@@ -248,6 +249,11 @@ def test_every_result_number_of_the_checked_pages_is_claimed_quoted_or_a_thresho
     texts = page_texts()
     found = [line for page in CHECKED for line in unaccounted(page, texts[page])]
     assert not found, f"{len(found)} numbers unaccounted for:\n" + "\n".join(found)
+
+
+def test_every_page_of_the_docs_is_checked():
+    unchecked = sorted(set(page_texts()) - set(CHECKED))
+    assert not unchecked, f"pages not in tests/test_prose_numbers.py's CHECKED: {', '.join(unchecked)}"
 
 
 def counts(texts):
