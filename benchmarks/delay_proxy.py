@@ -90,10 +90,13 @@ def report(cells, a):
         base = cells[f"{key.split('/')[0]}/against"]
 
         def ratio(field):
-            return statistics.median(g[field] for g in got) / statistics.median(g[field] for g in base)
+            """'1.23x' against the cell without the proxy; '-' where that one measured 0 (a run too short
+            for the CPU clock's ticks)."""
+            against = statistics.median(g[field] for g in base)
+            return f"{statistics.median(g[field] for g in got) / against:.2f}x" if against else "-"
         print(f"{key:<28}{redis_bench.spread([g['proxy_us'] for g in got], 1, 10)}".ljust(52)
-              + f"{ratio('proxy_us'):>10.2f}x{statistics.median(g['images_per_s'] for g in got):>12,.0f}"
-              + f"{ratio('images_per_s'):>10.2f}x")
+              + f"{ratio('proxy_us'):>11}{statistics.median(g['images_per_s'] for g in got):>12,.0f}"
+              + f"{ratio('images_per_s'):>11}")
 
 
 if __name__ == "__main__":

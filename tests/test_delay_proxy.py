@@ -205,3 +205,16 @@ def test_the_proxy_is_rebuilt_when_its_source_digest_differs_whatever_the_times(
     assert b"an older proxy" not in binary.read_bytes() and stamp.read_text().strip() == toolchain.delay_proxy_source()
     built = binary.stat().st_mtime_ns
     assert toolchain.delay_proxy() == binary and binary.stat().st_mtime_ns == built  # the same source: kept
+
+
+def test_the_report_shows_a_dash_where_the_cell_against_measured_no_cpu(capsys):
+    """A short run's cell without the proxy can measure 0 us of the proxy's CPU: its ratio is '-',
+    not a ZeroDivisionError before the JSON is written."""
+    import argparse
+    from benchmarks import delay_proxy
+    cells = {"mnist/against": [{"proxy_us": 0.0, "images_per_s": 1000.0}],
+             "mnist/proxy": [{"proxy_us": 12.0, "images_per_s": 800.0}]}
+    delay_proxy.report(cells, argparse.Namespace(rtt=1.0, depth=4, rounds=1))
+    out = capsys.readouterr().out
+    proxy_line = next(line for line in out.splitlines() if line.startswith("mnist/proxy"))
+    assert proxy_line.split()[-3:] == ["-", "800", "0.80x"]
