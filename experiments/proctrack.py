@@ -44,7 +44,8 @@ def _stat_fields(text):
 
 
 def process_cpu(pid):
-    """The process's CPU seconds so far (utime + stime, and its reaped children's), None once gone."""
+    """The process's CPU seconds so far (utime + stime, and its reaped children's: cutime, cstime),
+    None once gone."""
     try:
         with open(f"/proc/{pid}/stat") as f:
             return sum(int(x) for x in _stat_fields(f.read())[11:15]) / TICK
@@ -151,9 +152,10 @@ class Tracker:
             for line in open(f"/proc/{self.pid}/io"):
                 k, v = line.split(":")
                 io[k] = int(v)
-            f = _stat_fields(open(f"/proc/{self.pid}/stat").read())
-            cpu = sum(int(x) for x in f[11:15]) / TICK  # utime stime cutime cstime
         except OSError:
+            return {}
+        cpu = process_cpu(self.pid)
+        if cpu is None:
             return {}
         if self.ended_at is not None:  # a sample of the exited process (a zombie) may stamp a later time
             self.cpu_timeline = [p for p in self.cpu_timeline if p[0] < self.ended_at] + [(self.ended_at, cpu)]
