@@ -277,10 +277,10 @@ def figures_of(records, results=None):
     groups = list(_groups(ok).values())
     windows = {id(g): training_window(g) for g in groups}
     samples = {id(g): window_samples(g, windows[id(g)], results) for g in groups}
+    busiest = [(_solver_share(r), None) if on_solver else busiest_data_thread(r) for r in ok]
     return Figures(
         n=solvers(ok[0]), layer=layer, on_solver=on_solver, threads=data_threads(ok[0]),
-        thread=_median_of(_solver_share(r) if on_solver else busiest_data_thread(r)[0] for r in ok),
-        busiest=None if on_solver else _most_common(busiest_data_thread(r)[1] for r in ok),
+        thread=_median_of(share for share, _ in busiest), busiest=_most_common(which for _, which in busiest),
         cores=_median_of(_processes_cpu(g) for g in groups),
         monitor=_median_of(_sampled_cpu(g[0], samples[id(g)]) for g in groups),
         paced=_median_of(_reads_at_limit(g, windows[id(g)], samples[id(g)]) for g in groups),
