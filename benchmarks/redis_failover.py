@@ -91,7 +91,8 @@ def main(argv=None):
                             f"promoted {got['promoted_after_s']} s after the loss")
     report(rounds, a, cluster.node_timeout_ms / 1000)
     if a.json:
-        redis_bench.write_result(a.json, {"rounds": rounds, "args": redis_bench.arguments(a)})
+        redis_bench.write_result(a.json, {"rounds": rounds, "args": redis_bench.arguments(a),
+                                             "node_timeout_s": cluster.node_timeout_ms / 1000})
     return 0
 
 

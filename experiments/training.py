@@ -13,6 +13,8 @@ from processes import child_setup  # noqa: F401 (runner and hosts take it from h
 # A stopped or deadlocked solver shows neither; a cold test pass, which logs nothing for
 # minutes, still uses CPU for every record it reads.
 STALL_SECONDS = float(os.environ.get("IMGSTORE_STALL_SECONDS", "600"))
+# how often train_all looks at each run (its log, its CPU and reads): one look at all of them per poll
+POLL_SECONDS = 0.5
 
 
 class Stalled(RuntimeError):
@@ -76,7 +78,7 @@ class Training:
 
     def _reads_by_phase(self):
         """The process's reads split at the initial test pass and the first iteration, as sampled
-        (every 0.5 s): before the test pass (libraries, net set-up, opening the data), the test
+        (every POLL_SECONDS): before the test pass (libraries, net set-up, opening the data), the test
         pass at iteration 0, and training. {} when the log never showed training."""
         total, train = self.tracker.read_bytes(), self.reads_at.get("training")
         if total is None or train is None:
@@ -101,7 +103,7 @@ def train_all(commands, env, group, progress, stall_seconds=None):
     try:
         for cmd, run_dir in commands:
             trainings.append(Training(cmd, run_dir, env, group))
-        while not all([t.finished(0.5 / len(trainings)) for t in trainings]):  # a list: every one is looked at
+        while not all([t.finished(POLL_SECONDS / len(trainings)) for t in trainings]):  # a list: every one is looked at
             progress.show()
             _check_stall([t for t in trainings if t.returncode is None], stall_seconds)
         progress.done()

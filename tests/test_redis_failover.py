@@ -199,7 +199,9 @@ def test_the_failover_benchmark_kills_a_master_with_and_without_the_keeper(tmp_p
     assert redis_failover.main(["--count", "400", "--rounds", "1", "--rtt", "2", "--before", "2",
                                 "--port", str(redis_port), "--json", str(tmp_path / "f.json")]) == 0
     assert os.environ["IMGSTORE_REDIS_PORT"] == suites  # given back to the suite
-    rounds = json.loads((tmp_path / "f.json").read_text())["rounds"]
+    result = json.loads((tmp_path / "f.json").read_text())
+    rounds = result["rounds"]
+    assert result["node_timeout_s"] > 0  # what the pauses are read against
     assert [(r["failed_over_by_asked"], r["rtt_ms_asked"]) for r in rounds] == [
         ("keeper", None), ("keeper", 2.0), ("redis", None)]
     assert all(r["failed_over_by"] == r["failed_over_by_asked"] for r in rounds)
