@@ -27,10 +27,12 @@ build_tool() {  # NAME SOURCE EXTRA_OPTIONS...
   [ -x "$out" ] && [ "$(cat "$out.key" 2>/dev/null)" = "$stamp" ] && return 0
   echo "Compiling $name ($defs)"
   # shellcheck disable=SC2086
-  g++ -O2 -std=c++17 $defs $cuda_inc -I"$prefix/include" "$src" -o "$out.tmp" \
+  # a temp name of this process's own: two makes at once (make caffe beside make gpu-bundle) each
+  # compile and rename their own copy, the last rename wins with the same program
+  g++ -O2 -std=c++17 $defs $cuda_inc -I"$prefix/include" "$src" -o "$out.tmp.$$" \
     -L"$prefix/lib" -Wl,-rpath,"$prefix/lib" -lcaffe -lglog -lgflags -lprotobuf -lboost_system "$@"
-  mv "$out.tmp" "$out"
-  echo "$stamp" > "$out.key"
+  mv "$out.tmp.$$" "$out"
+  echo "$stamp" > "$out.key.$$" && mv "$out.key.$$" "$out.key"
 }
 
 mkdir -p "$out_dir"
