@@ -377,8 +377,9 @@ def readme_emulation_cross_host():
     data = [r for r in rows if r["bound"] == "data path"]
     judged = [r for r in data if fidelity.verdict(r, 1.15) != "host CPU unknown"]
     within = sum(fidelity.verdict(r, 1.15).startswith("within") for r in compute)
-    return (f"{within} of {len(compute)} compute-bound cells within 15% and {len(judged)} of the {len(data)} "
-            "data-path-bound cells judged yet")
+    judged_within = sum(fidelity.verdict(r, 1.15).startswith("within") for r in judged)
+    return (f"{within} of {len(compute)} compute-bound cells within 15%; {len(judged)} of the {len(data)} "
+            f"data-path-bound cells judged so far, {judged_within} of them within 15%")
 
 
 # -- docs/peers.md ------------------------------------------------------------------------------
@@ -2111,7 +2112,9 @@ def emulation_cross_host():
     goal = "within" if fidelity.verdict(compute, 1.15).startswith("within") else "outside"
     spread = {fidelity.BEYOND_SPREAD: "beyond its spread", fidelity.WITHIN_SPREAD: "within its spread"}.get(
         compute["power"][2], "undecided")
-    return (f"{NUMBER_WORDS[len(judged)]} of the {len(files)} image-file cells\nis judged yet",
+    judged_within = sum(fidelity.verdict(r, 1.15).startswith("within") for r in judged)
+    return (f"{NUMBER_WORDS[len(judged)]} of the {len(files)} image-file cells are judged",
+            f"{NUMBER_WORDS[judged_within]} of them within 15%",
             f"the one compute-bound\nprediction, LeNet on the H200, is {goal} 15% and {spread}")
 
 

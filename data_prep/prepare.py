@@ -15,8 +15,6 @@ import argparse
 import sys
 from pathlib import Path
 
-import redis
-
 from data_prep import backends, build, datasets, locations, options
 from data_prep.datasets import SourceError
 from data_prep.redis_cluster import external as redis_external, keys as redis_keys
@@ -70,12 +68,22 @@ def main(argv=None):
     except SourceError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    except (redis.RedisError, redis.exceptions.RedisClusterException) as e:  # refused (an ACL), a node gone
+    except redis_errors() as e:  # refused (an ACL), a node gone
         external = redis_external.cluster(where.get("seeds"))
         where = f" {external.name}, user {external.user()}" if external else ""
         print(f"error: Redis{where}: {str(e).splitlines()[0]}", file=sys.stderr)
         return 2
     return 0
+
+
+def redis_errors():
+    """redis-py's errors, where it is installed: a machine without it (a lent GPU machine's Python)
+    prepares every local backend all the same."""
+    try:
+        import redis
+    except ImportError:
+        return ()
+    return redis.RedisError, redis.exceptions.RedisClusterException
 
 
 def add_where_flags(parser):

@@ -24,7 +24,9 @@ What it measures, in this order, each step only while the time left allows it:
 Everything lands in RESULTS (default results/<gpu>-calibrate/: records per dataset, runs/,
 benchmarks/, calibrate.json with each step's status and time); with $OUT set (the device tool)
 the folder is also packed into $OUT/<gpu>-calibrate.tar.xz, after every step, so that a call cut
-off at its limit still brings back what finished.
+off at its limit still brings back what finished. A later call with that folder carried and
+--resume runs only the steps that are not ok yet; it may get another machine, whose runs then
+belong in a folder of their own (host-check counts the earlier call's runs as this host's).
 """
 import argparse
 import json
@@ -209,12 +211,43 @@ def pack(folder, target):
     os.replace(partial, target)
 
 
-def run_plan(plan, budget_s, out_dir, log=print):
+def earlier_steps(results):
+    """The steps an earlier call into this results folder finished ok, by name (--resume)."""
+    try:
+        state = json.loads((results / "calibrate.json").read_text())
+    except (OSError, ValueError):
+        return {}
+    return {s["name"]: s for s in state.get("steps", []) if s.get("status") == "ok"}
+
+
+def run_step(step, env, timeout_s):
+    """Run one step, its output shown as it comes; a failed step's note ends with its last line
+    of errors, so that calibrate.json says why without the machine's terminal."""
+    try:
+        done = subprocess.run(step.argv, cwd=ROOT, env=env, timeout=timeout_s, stderr=subprocess.PIPE, text=True)
+    except subprocess.TimeoutExpired as e:
+        sys.stderr.write(e.stderr.decode(errors="replace") if isinstance(e.stderr, bytes) else e.stderr or "")
+        step.status, step.note = "failed", "stopped at the budget's end"
+        return
+    sys.stderr.write(done.stderr)
+    last = ([line.strip() for line in done.stderr.splitlines() if line.strip()] or [""])[-1]
+    step.status = "ok" if done.returncode == 0 else "failed"
+    step.note = None if done.returncode == 0 else f"exit {done.returncode}" + (f": {last[:300]}" if last else "")
+
+
+def run_plan(plan, budget_s, out_dir, log=print, resume=False):
+    """resume: the steps an earlier call into plan.results finished ok are kept, not run again."""
     started = time.time()
     (plan.results / "benchmarks").mkdir(parents=True, exist_ok=True)
     env = dict(os.environ, PYTHONUNBUFFERED="1", PYTHONPATH=os.pathsep.join(
         filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
+    earlier = earlier_steps(plan.results) if resume else {}
     for step in plan.steps:
+        if step.name in earlier:
+            step.status, step.seconds = "ok", earlier[step.name].get("seconds")
+            step.note = "an earlier call's"
+            log(f"[{time.time() - started:5.0f} s] {step.name}: done by an earlier call")
+            continue
         left = budget_s - (time.time() - started)
         if step.estimate_s > left:
             step.status, step.note = "skipped", f"{left:.0f} s left of the budget, {step.estimate_s:.0f} s needed"
@@ -222,12 +255,7 @@ def run_plan(plan, budget_s, out_dir, log=print):
             continue
         log(f"[{time.time() - started:5.0f} s] {step.name}")
         t0 = time.time()
-        try:
-            done = subprocess.run(step.argv, cwd=ROOT, env=env, timeout=max(left, 1))
-            step.status = "ok" if done.returncode == 0 else "failed"
-            step.note = None if done.returncode == 0 else f"exit {done.returncode}"
-        except subprocess.TimeoutExpired:
-            step.status, step.note = "failed", "stopped at the budget's end"
+        run_step(step, env, max(left, 1))
         step.seconds = round(time.time() - t0, 1)
         write_state(plan, started, out_dir)
     write_state(plan, started, out_dir)
@@ -244,6 +272,9 @@ def main(argv=None):
     p.add_argument("--results", type=Path, help="results folder (default: results/<gpu>-calibrate)")
     p.add_argument("--data", type=Path, default=Path("/tmp/imgstore-calibrate-data"),
                    help="where the data is prepared (default: %(default)s)")
+    p.add_argument("--resume", action="store_true",
+                   help="a later call into the same results folder (carried along): the steps its "
+                        "calibrate.json says finished ok are kept, the others run")
     a = p.parse_args(argv)
     results = a.results or ROOT / "results" / f"{gpu_tag()}-calibrate"
     plan = make_plan(results, a.data)
@@ -256,7 +287,7 @@ def main(argv=None):
     if problems:
         print("\n".join(f"error: {p}" for p in problems), file=sys.stderr)
         return 2
-    return run_plan(plan, a.budget, os.environ.get("OUT"))
+    return run_plan(plan, a.budget, os.environ.get("OUT"), resume=a.resume)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The device tool sends the tracked tree (at most 64 MiB with what is carried); results/ alone
 # is larger. `on` takes results/ out of the index (the files stay, ignored through
-# .git/info/exclude) but for the reference records host-check predicts from
+# .git/info/exclude) but for the results catalogue and the reference records host-check predicts from
 # (benchmarks/host_check.py); `off` puts it back exactly as HEAD has it. Commit nothing between
 # the two.
 #   device/light_tree.sh on|off
@@ -12,6 +12,7 @@ mark="# imgstore: device/light_tree.sh on"
 case "${1:-}" in
   on)
     git rm -r -q --cached results
+    git add -f results/catalogue.toml  # every folder name the code reads comes from it
     for folder in $(.venv/bin/python -c 'from benchmarks import host_check; print(*sorted({c.reference for c in host_check.CELLS}))'); do
       git add -f "$folder"/*/records*.jsonl
     done

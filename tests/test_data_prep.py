@@ -310,3 +310,15 @@ def test_footprint_counts_files_and_bytes(mnist_small):
     assert m.footprint["allocated_bytes"] >= m.footprint["apparent_bytes"]
     m = build.load_manifest(mnist_small, "cppmem")
     assert m.footprint["apparent_bytes"] == 2 * 24 + (640 + 640) * (784 * 4 + 4)
+
+
+def test_prepare_writes_local_backends_on_a_python_without_redis_py(tmp_path):
+    """A lent GPU machine's Python has no redis-py: prepare.py still writes LMDB there (it once
+    imported redis at the top and stopped before doing anything)."""
+    script = ("import runpy, sys; sys.modules['redis'] = None; "  # any `import redis` fails
+              f"sys.argv = ['prepare.py', 'mnist', 'lmdb', '--limit', '64', '--out', {str(tmp_path)!r}, '--quiet']; "
+              "runpy.run_path('data_prep/prepare.py', run_name='__main__')")
+    done = subprocess.run([str(ROOT / ".venv" / "bin" / "python"), "-c", script], cwd=ROOT, capture_output=True,
+                          text=True, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "mnist" / "lmdb").is_dir()

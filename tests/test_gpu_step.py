@@ -116,3 +116,26 @@ def test_the_cpu_probe_measures_and_says_when_it_cannot(monkeypatch, tmp_path):
     assert "missing" in cpu_probe.measure(0.2)["error"]
     assert cpu_probe.spread([100, 104, None, 102]) == pytest.approx(0.04 / 1.02, rel=1e-3)
     assert cpu_probe.spread([100]) is None
+
+
+def test_a_failed_step_says_why_and_a_resumed_call_runs_only_what_did_not_finish(tmp_path):
+    """What a lent machine's call leaves: calibrate.json names a failed step's last error line; a
+    later call with --resume keeps the steps that finished and runs the others again."""
+    counts = tmp_path / "ran"
+
+    def step(name, code):
+        script = f"open({str(counts)!r}, 'a').write({name!r} + '\\n'); import sys; {code}"
+        return gpu_calibrate.Step(name, [sys.executable, "-c", script], 1)
+
+    def plan():
+        return gpu_calibrate.Plan(tmp_path / "results", tmp_path / "data",
+                                  [step("fine", "pass"), step("broken", "sys.exit('no module named redis')")])
+
+    assert gpu_calibrate.run_plan(plan(), 60, None, log=lambda *_: None) == 1
+    state = json.loads((tmp_path / "results" / "calibrate.json").read_text())
+    assert [(s["name"], s["status"], s["note"]) for s in state["steps"]] == [
+        ("fine", "ok", None), ("broken", "failed", "exit 1: no module named redis")]
+    assert gpu_calibrate.run_plan(plan(), 60, None, log=lambda *_: None, resume=True) == 1
+    assert counts.read_text().split() == ["fine", "broken", "broken"]  # the finished step not run again
+    state = json.loads((tmp_path / "results" / "calibrate.json").read_text())
+    assert state["steps"][0]["status"] == "ok" and state["steps"][0]["note"] == "an earlier call's"
