@@ -54,14 +54,13 @@ def limited_cores(cores, shape=None):
 
 
 def load_checks(root=None):
-    """Every check's host-check.json under `root` (default: the catalogue's host-check), with its
-    folder's name, oldest name first."""
-    root = Path(root) if root else catalogue.folder("host-check")
-    checks = []
-    for path in sorted(root.glob("*/host-check.json")):
-        check = json.loads(path.read_text())
-        checks.append(dict(check, folder=path.parent.name))
-    return checks
+    """Every check's host-check.json under `root`, with its folder's name, oldest name first; by
+    default the catalogue's host-check, then the GPU steps' folders that hold one (a lent GPU
+    machine checked as another host: device/gpu_host.py)."""
+    paths = sorted(Path(root).glob("*/host-check.json")) if root else (
+        sorted(catalogue.folder("host-check").glob("*/host-check.json"))
+        + [p for name in catalogue.named("*-calibrate*") if (p := catalogue.folder(name) / "host-check.json").is_file()])
+    return [dict(json.loads(path.read_text()), folder=path.parent.name) for path in paths]
 
 
 def host_of(check):
@@ -175,8 +174,10 @@ def summary(checks, found, capacity):
 def block(checks):
     """The markdown between the markers: the cells table, the capacity table and the summary."""
     found, capacity = rows(checks), capacity_rows(checks)
+    gpu_hosts = sorted({c["folder"] for c in checks} & set(catalogue.named("*-calibrate*")))
     lines = [f"**Predicted against measured on every host checked** (`{catalogue.relative('host-check')}/`, "
-             "`make host-check`). Each cell is predicted from its reference host's committed runs scaled by the "
+             "`make host-check`" + "".join(f"; `{catalogue.relative(n)}`" for n in gpu_hosts)
+             + (": a lent GPU machine's cores, device/gpu_host.py" if gpu_hosts else "") + "). Each cell is predicted from its reference host's committed runs scaled by the "
              "two hosts' CPU probes (`experiments/prediction.py`) and measured on the host, n runs interleaved. "
              "A host is a CPU model and shape (a cpuset or a CPU quota simulates another), checks whose pixel "
              f"probes lie within {cpu_probe.SAME_HOST_SPREAD:.0%} counted as one; probe: images/s per core. "
