@@ -144,11 +144,19 @@ def reference_runs(cell, folder=None):
     return [r for r in record.load([folder]) if r.ok and cell.matches(r)] if folder.exists() else []
 
 
-def here_runs(cell, out, shape=None):
-    """The cell's ok runs in `out` made under `shape`'s limit (none: unlimited)."""
+def here_runs(cell, out, shape=None, boot=None, elsewhere=None):
+    """The cell's ok runs in `out` made under `shape`'s limit (none: unlimited) and, where `boot`
+    is given, on the machine whose boot id it is (a run that recorded none predates the field and
+    is counted); elsewhere: a list that gets the runs left out as another machine's."""
     def limited_so(r):
         return all((r.limits or {}).get(k) == (shape or {}).get(k) for k in ("cpus", "cpu_quota"))
-    return [r for r in record.load([out]) if r.ok and cell.matches(r) and limited_so(r)] if Path(out).exists() else []
+
+    def here(r):
+        return boot is None or (r.environment or {}).get("boot_id") in (None, boot)
+    found = [r for r in record.load([out]) if r.ok and cell.matches(r) and limited_so(r)] if Path(out).exists() else []
+    if elsewhere is not None:
+        elsewhere.extend(r for r in found if not here(r))
+    return [r for r in found if here(r)]
 
 
 def measure_probe(repeats=PROBE_REPEATS, shape=None):
@@ -348,10 +356,16 @@ def chosen_cells(p, a):
 def report(cells, a, out, host, log=print):
     """The table from the records under `out` and its probe file; host: its probe, cores, CPU model."""
     shape = host.get("shape") or {}
-    rows = [compare(c, (a.reference or c.reference, reference_runs(c, a.reference)), here_runs(c, out, shape),
+    elsewhere = {c.name: [] for c in cells}
+    rows = [compare(c, (a.reference or c.reference, reference_runs(c, a.reference)),
+                    here_runs(c, out, shape, host.get("boot_id"), elsewhere[c.name]),
                     host["medians"], host["cores"], shape) for c in cells]
-    (out / "host-check.json").write_text(json.dumps(dict(host, host=out.name, rows=rows), indent=1))
-    log(table(rows, host["medians"], out.name, host.get("warnings", ()),
+    warnings = list(host.get("warnings", ())) + [
+        f"{len(runs)} runs of {name} in {out.name} were made on another machine (another boot id than the "
+        "probe's): not counted" for name, runs in elsewhere.items() if runs]
+    (out / "host-check.json").write_text(json.dumps(dict(host, host=out.name, rows=rows, warnings=warnings),
+                                                    indent=1))
+    log(table(rows, host["medians"], out.name, warnings,
               shape_label(host.get("host_cores", host["cores"]), shape) if shape else ""))
 
 
@@ -386,7 +400,7 @@ def main(argv=None):
         return 2
     out = a.out or catalogue.folder("host-check") / host_name(model, cores, here_probe[cpu_probe.PIXELS], shape)
     host = {"medians": here_probe, "cores": limited_cores(cores, shape), "host_cores": cores, "cpu_model": model,
-            "shape": shape, "probe_limit": limit,
+            "boot_id": runner.boot_id(), "shape": shape, "probe_limit": limit,
             "shape_label": shape_label(cores, shape), "probes": probes,
             "warnings": busy_words(busy, shape.get("cpus") or cores, probes)}
     for w in host["warnings"]:

@@ -25,8 +25,9 @@ Everything lands in RESULTS (default results/<gpu>-calibrate/: records per datas
 benchmarks/, calibrate.json with each step's status and time); with $OUT set (the device tool)
 the folder is also packed into $OUT/<gpu>-calibrate.tar.xz, after every step, so that a call cut
 off at its limit still brings back what finished. A later call with that folder carried and
---resume runs only the steps that are not ok yet; it may get another machine, whose runs then
-belong in a folder of their own (host-check counts the earlier call's runs as this host's).
+--resume runs only the steps that are not ok yet; it may get another machine: host-check then
+leaves the earlier call's runs out (another boot id), and each call's runs belong in a folder of
+their own, since the fidelity tables take one probe per folder.
 """
 import argparse
 import json

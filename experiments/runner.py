@@ -95,9 +95,21 @@ def environment():
            "memory_bytes": psutil.virtual_memory().total, "python": platform.python_version(),
            "cgroup": cgroup.version(), "image_decoder": toolchain.image_decoder(),
            "proactive_reclaim": cache.proactive_reclaim(), "container": container(),
-           "cpu_probe": cpu_probe.measure()}
+           "cpu_probe": cpu_probe.measure(), "boot_id": boot_id()}
     env.update(_gpu_info())
     return env
+
+
+BOOT_ID = Path("/proc/sys/kernel/random/boot_id")
+
+
+def boot_id():
+    """This machine since it last started: two runs with one boot id ran on one machine (a lent
+    machine's second call, a fresh VM or a reboot has another). None where the kernel does not say."""
+    try:
+        return BOOT_ID.read_text().strip() or None
+    except OSError:
+        return None
 
 
 IMAGE_DESCRIPTION = Path("/etc/imgstore-image")  # written by the Dockerfile

@@ -5,6 +5,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -109,6 +110,26 @@ def test_a_shaped_check_counts_only_the_runs_made_under_its_limit(tmp_path):
     assert found == {(("cpus", 1),)}
     assert [r.limits for r in host_check.here_runs(CAPACITY_CELL, tmp_path)] == [{}]
 
+
+
+def test_a_check_counts_only_the_runs_of_the_machine_it_probed(tmp_path):
+    """A lent GPU machine's second call starts another machine: the first call's runs (another boot
+    id) are left out and named, a run from before boot ids were recorded still counts."""
+    for i, boot in enumerate(("first-machine", "second-machine", None)):
+        r = made({PIXELS: 600}, prefetch_cpu=0.5 + i)
+        r.environment["boot_id"] = boot
+        record.append(tmp_path / "cifar10" / "records.jsonl", r)
+    elsewhere = []
+    found = host_check.here_runs(CAPACITY_CELL, tmp_path, None, "second-machine", elsewhere)
+    assert sorted(str(r.environment["boot_id"]) for r in found) == ["None", "second-machine"]
+    assert [r.environment["boot_id"] for r in elsewhere] == ["first-machine"]
+    assert len(host_check.here_runs(CAPACITY_CELL, tmp_path)) == 3  # no boot given: every run
+
+
+def test_every_record_names_the_boot_it_ran_in():
+    from experiments import runner
+    assert runner.boot_id() == Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    assert runner.environment()["boot_id"] == runner.boot_id()
 
 def test_probe_cores_under_a_quota():
     assert prediction.probe_cores(2) == 2 and prediction.probe_cores(1, None) == 1
