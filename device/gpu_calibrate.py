@@ -222,8 +222,9 @@ def earlier_steps(results):
 
 
 def run_step(step, env, timeout_s):
-    """Run one step, its output shown as it comes; a failed step's note ends with its last line
-    of errors, so that calibrate.json says why without the machine's terminal."""
+    """Run one step, its output shown as it comes and its errors when it ends; a failed step's
+    note ends with its last line of errors, so that calibrate.json says why without the machine's
+    terminal."""
     try:
         done = subprocess.run(step.argv, cwd=ROOT, env=env, timeout=timeout_s, stderr=subprocess.PIPE, text=True)
     except subprocess.TimeoutExpired as e:
