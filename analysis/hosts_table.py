@@ -19,7 +19,7 @@ from pathlib import Path
 
 import catalogue
 from analysis import readme
-from analysis.fidelity import GOAL
+from analysis.fidelity import GOAL, gpu_step_folders
 from monitor import cpu_probe
 
 BEGIN = "<!-- host checks: written by analysis/hosts_table.py --write -->"
@@ -58,9 +58,13 @@ def load_checks(root=None):
     default the catalogue's host-check, then the GPU steps' folders that hold one (a lent GPU
     machine checked as another host: device/gpu_host.py)."""
     paths = sorted(Path(root).glob("*/host-check.json")) if root else (
-        sorted(catalogue.folder("host-check").glob("*/host-check.json"))
-        + [p for name in catalogue.named("*-calibrate*") if (p := catalogue.folder(name) / "host-check.json").is_file()])
+        sorted(catalogue.folder("host-check").glob("*/host-check.json")) + gpu_host_checks())
     return [dict(json.loads(path.read_text()), folder=path.parent.name) for path in paths]
+
+
+def gpu_host_checks():
+    """The host-check.json of the GPU steps' folders that hold one (analysis/fidelity.py's list)."""
+    return [p for f in gpu_step_folders() if (p := catalogue.ROOT / f / "host-check.json").is_file()]
 
 
 def host_of(check):
@@ -174,10 +178,11 @@ def summary(checks, found, capacity):
 def block(checks):
     """The markdown between the markers: the cells table, the capacity table and the summary."""
     found, capacity = rows(checks), capacity_rows(checks)
-    gpu_hosts = sorted({c["folder"] for c in checks} & set(catalogue.named("*-calibrate*")))
+    gpu_hosts = [f for f in gpu_step_folders() if Path(f).name in {c["folder"] for c in checks}]
     lines = [f"**Predicted against measured on every host checked** (`{catalogue.relative('host-check')}/`, "
-             "`make host-check`" + "".join(f"; `{catalogue.relative(n)}`" for n in gpu_hosts)
-             + (": a lent GPU machine's cores, device/gpu_host.py" if gpu_hosts else "") + "). Each cell is predicted from its reference host's committed runs scaled by the "
+             "`make host-check`" + "".join(f"; `{f}`" for f in gpu_hosts)
+             + (": a lent GPU machine's cores, device/gpu_host.py" if gpu_hosts else "")
+             + "). Each cell is predicted from its reference host's committed runs scaled by the "
              "two hosts' CPU probes (`experiments/prediction.py`) and measured on the host, n runs interleaved. "
              "A host is a CPU model and shape (a cpuset or a CPU quota simulates another), checks whose pixel "
              f"probes lie within {cpu_probe.SAME_HOST_SPREAD:.0%} counted as one; probe: images/s per core. "
