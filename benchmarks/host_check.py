@@ -144,19 +144,19 @@ def reference_runs(cell, folder=None):
     return [r for r in record.load([folder]) if r.ok and cell.matches(r)] if folder.exists() else []
 
 
-def here_runs(cell, out, shape=None, boot=None, elsewhere=None):
+def here_runs(cell, out, shape=None, boot=None):
     """The cell's ok runs in `out` made under `shape`'s limit (none: unlimited) and, where `boot`
-    is given, on the machine whose boot id it is (a run that recorded none predates the field and
-    is counted); elsewhere: a list that gets the runs left out as another machine's."""
+    is given, on the machine whose boot id it is (on_machine)."""
     def limited_so(r):
         return all((r.limits or {}).get(k) == (shape or {}).get(k) for k in ("cpus", "cpu_quota"))
-
-    def here(r):
-        return boot is None or (r.environment or {}).get("boot_id") in (None, boot)
     found = [r for r in record.load([out]) if r.ok and cell.matches(r) and limited_so(r)] if Path(out).exists() else []
-    if elsewhere is not None:
-        elsewhere.extend(r for r in found if not here(r))
-    return [r for r in found if here(r)]
+    return [r for r in found if on_machine(r, boot)]
+
+
+def on_machine(r, boot):
+    """Whether run r ran in boot `boot` (None: any); a run that recorded no boot id predates the
+    field and counts."""
+    return boot is None or (r.environment or {}).get("boot_id") in (None, boot)
 
 
 def measure_probe(repeats=PROBE_REPEATS, shape=None):
@@ -356,13 +356,13 @@ def chosen_cells(p, a):
 def report(cells, a, out, host, log=print):
     """The table from the records under `out` and its probe file; host: its probe, cores, CPU model."""
     shape = host.get("shape") or {}
-    elsewhere = {c.name: [] for c in cells}
-    rows = [compare(c, (a.reference or c.reference, reference_runs(c, a.reference)),
-                    here_runs(c, out, shape, host.get("boot_id"), elsewhere[c.name]),
+    boot = host.get("boot_id")
+    rows = [compare(c, (a.reference or c.reference, reference_runs(c, a.reference)), here_runs(c, out, shape, boot),
                     host["medians"], host["cores"], shape) for c in cells]
+    elsewhere = {c.name: sum(not on_machine(r, boot) for r in here_runs(c, out, shape)) for c in cells}
     warnings = list(host.get("warnings", ())) + [
-        f"{len(runs)} runs of {name} in {out.name} were made on another machine (another boot id than the "
-        "probe's): not counted" for name, runs in elsewhere.items() if runs]
+        f"{n} runs of {name} in {out.name} were made on another machine (another boot id than the "
+        "probe's): not counted" for name, n in elsewhere.items() if n]
     (out / "host-check.json").write_text(json.dumps(dict(host, host=out.name, rows=rows, warnings=warnings),
                                                     indent=1))
     log(table(rows, host["medians"], out.name, warnings,

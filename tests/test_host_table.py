@@ -119,8 +119,9 @@ def test_a_check_counts_only_the_runs_of_the_machine_it_probed(tmp_path):
         r = made({PIXELS: 600}, prefetch_cpu=0.5 + i)
         r.environment["boot_id"] = boot
         record.append(tmp_path / "cifar10" / "records.jsonl", r)
-    elsewhere = []
-    found = host_check.here_runs(CAPACITY_CELL, tmp_path, None, "second-machine", elsewhere)
+    found = host_check.here_runs(CAPACITY_CELL, tmp_path, None, "second-machine")
+    elsewhere = [r for r in host_check.here_runs(CAPACITY_CELL, tmp_path)
+                 if not host_check.on_machine(r, "second-machine")]
     assert sorted(str(r.environment["boot_id"]) for r in found) == ["None", "second-machine"]
     assert [r.environment["boot_id"] for r in elsewhere] == ["first-machine"]
     assert len(host_check.here_runs(CAPACITY_CELL, tmp_path)) == 3  # no boot given: every run
