@@ -15,12 +15,21 @@ def child_setup(group=None, death_signal=signal.SIGKILL):
     parent = os.getpid()
 
     def setup():
-        _prctl(PR_SET_PDEATHSIG, death_signal)
-        if os.getppid() != parent:  # the parent died before the line above
-            os._exit(1)
+        dies_with(parent, death_signal)
         if group:
             group.enter()
     return setup
+
+
+def dies_with(parent, death_signal=signal.SIGKILL):
+    """In a forked child (a pool's initializer: initializer=dies_with, initargs=(os.getpid(),)):
+    `death_signal` comes when the thread that forked it exits; a child whose parent `parent`
+    already died exits now. A ProcessPoolExecutor with the fork context forks every worker from
+    the thread of its first submit, so that thread must outlive the pool (it does where one
+    thread makes, uses and shuts the pool down)."""
+    _prctl(PR_SET_PDEATHSIG, death_signal)
+    if os.getppid() != parent:  # the parent died before the line above
+        os._exit(1)
 
 
 def started(pid):

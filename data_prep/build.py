@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
+import processes
 from data_prep import backends, datasets, locations, options
 from data_prep import manifest as manifest_file
 from data_prep.datasets import SourceError
@@ -101,8 +102,10 @@ def _results(split, backend, ctx, jobs, want_payloads, want_sum):
         return
     # OpenCV releases the GIL while it decodes, so image files decode in threads and nothing
     # is copied between processes; generating stand-ins and encoding arrays need processes.
+    # forked workers die with this process (they would wait on their queue for ever)
     pool = (ThreadPoolExecutor(jobs) if split.decodes_files
-            else ProcessPoolExecutor(jobs, mp_context=mp.get_context("fork")))
+            else ProcessPoolExecutor(jobs, mp_context=mp.get_context("fork"), initializer=processes.dies_with,
+                                     initargs=(os.getpid(),)))
     try:
         yield from _bounded_map(pool, _encode_range, ranges, window=2 * jobs)
     finally:

@@ -2,11 +2,17 @@
 redis-servers, their keeper and delay proxy stop with it (a death signal), as Caffe and the
 monitor do; and what a killed owner still left running (its death signal could not act) is
 stopped by the next run, which says so. Real run.py, Caffe and redis-server processes, on a
-cluster of its own (one master, one replica: a keeper runs; a round trip asked: a proxy runs)."""
+cluster of its own (one master, one replica: a keeper runs; a round trip asked: a proxy runs).
+
+In each phase of a local cell too (preparing the data in forked workers, warming the cache in a
+reader, training, recording), a SIGKILLed run.py leaves no process that carries its environment
+(a marker variable set for it alone, looked for in every /proc/PID/environ)."""
 import os
+import signal
 import subprocess
 import sys
 import time
+import uuid
 
 import psutil
 import pytest
@@ -139,3 +145,120 @@ def test_what_a_killed_owner_left_running_is_stopped_by_the_next_run_which_says_
         owner.wait(timeout=10)
         for p in alive(left):
             p.kill()
+
+
+MARK = "IMGSTORE_TEST_KILLED_RUN"  # set in the environment of one run.py, inherited by all it starts
+PHASE_WAIT_S = 300  # the most a phase is waited for on a loaded 2-core machine
+
+
+def marked(mark):
+    """Pids (not zombies) whose environment holds MARK=mark: what that run.py started, itself too."""
+    found, needle = [], f"{MARK}={mark}".encode() + b"\0"
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/environ", "rb") as f:
+                if needle in f.read() + b"\0":
+                    found.append(psutil.Process(int(entry.name)))
+        except (OSError, psutil.Error):
+            pass
+    return alive(found)
+
+
+def start_local_run(data, out, tmp_path, *args):
+    mark = uuid.uuid4().hex
+    env = dict(os.environ, IMGSTORE_LOCK=str(tmp_path / "run.lock"), **{MARK: mark})
+    argv = [sys.executable, str(ROOT / "experiments" / "run.py"), "cifar10", "lmdb", "warm", "--accelerator", "5ms",
+            "--data", str(data), "--out", str(out), "--quiet", *args]
+    return subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True), mark
+
+
+def kill_when(run_py, mark, ready, what):
+    """SIGKILLs run.py once ready() is true (polled; bounded), then waits (bounded) for every
+    process its environment marks to be gone; returns what ready() returned."""
+    try:
+        deadline = time.monotonic() + PHASE_WAIT_S
+        while not (got := ready()):
+            assert run_py.poll() is None, f"run.py ended before {what}: {stderr_tail(run_py)}"
+            assert time.monotonic() < deadline, f"no {what} within {PHASE_WAIT_S} s"
+            time.sleep(0.005)
+        run_py.kill()
+        run_py.wait(timeout=10)
+        deadline = time.monotonic() + 10
+        while marked(mark) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not marked(mark), describe(marked(mark))
+        return got
+    finally:
+        run_py.kill()
+        run_py.wait(timeout=10)
+        for p in marked(mark):  # only what this test's run.py started
+            p.kill()
+
+
+@pytest.fixture(scope="module")
+def cifar_ready(tmp_path_factory):
+    """The CIFAR-10 stand-in, 400 + 100 images, as LMDB: a run's phases after preparing."""
+    from data_prep import build
+    data = tmp_path_factory.mktemp("killed-run-cifar")
+    build.prepare("cifar10", ["lmdb"], data, count=400, progress=False, log=lambda *_: None)
+    return data
+
+
+@pytest.mark.timeout(600)
+def test_run_py_killed_while_preparing_leaves_no_worker(tmp_path):
+    data = tmp_path / "data"
+    run_py, mark = start_local_run(data, tmp_path / "out", tmp_path, "--count", "30000", "--iters", "2")
+
+    def workers_writing():
+        partial = data / "cifar10" / ".lmdb.partial"
+        return partial.is_dir() and len(marked(mark)) >= 3  # run.py and its forked workers
+    kill_when(run_py, mark, workers_writing, "forked workers writing the LMDB")
+    assert not (data / "cifar10" / "lmdb" / "manifest.json").exists()  # nothing half written looks finished
+
+
+READER = "sys.stdin.read().splitlines()"  # data_prep/cache.py's warm-up reader's program
+
+
+@pytest.mark.timeout(900)
+def test_run_py_killed_while_warming_leaves_no_reader(cifar_ready, tmp_path):
+    """The reader lives a fraction of a second: once seen it is stopped (SIGSTOP) so that run.py
+    is killed while it waits on it; a reader missed is tried again, a few runs at most."""
+    for attempt in range(5):
+        run_py, mark = start_local_run(cifar_ready, tmp_path / f"out{attempt}", tmp_path, "--iters", "2")
+
+        def reader():
+            for p in marked(mark):
+                try:
+                    if any(READER in a for a in p.cmdline()):
+                        p.send_signal(signal.SIGSTOP)
+                        return p
+                except psutil.Error:
+                    pass
+            return run_py.poll() is not None and "missed"
+        if kill_when(run_py, mark, reader, "the warm-up reader") != "missed":
+            return
+    pytest.fail("the warm-up reader was not seen running in 5 runs")
+
+
+def caffe_log_says(out, words):
+    return lambda: any(words in log.read_text(errors="replace") for log in out.glob("cifar10/runs/*/caffe.log"))
+
+
+@pytest.mark.timeout(900)
+def test_run_py_killed_while_training_leaves_no_process(cifar_ready, tmp_path):
+    out = tmp_path / "out"
+    run_py, mark = start_local_run(cifar_ready, out, tmp_path, "--iters", "100000")
+    kill_when(run_py, mark, caffe_log_says(out, "Iteration"), "Caffe training")
+
+
+@pytest.mark.timeout(900)
+def test_run_py_killed_while_recording_leaves_no_process_and_no_partial_record(cifar_ready, tmp_path):
+    import json
+    out = tmp_path / "out"
+    run_py, mark = start_local_run(cifar_ready, out, tmp_path, "--iters", "4")
+    kill_when(run_py, mark, caffe_log_says(out, "Optimization Done"), "Caffe's end of training")
+    records = out / "cifar10" / "records.jsonl"
+    for line in records.read_text().splitlines() if records.exists() else []:
+        json.loads(line)  # a whole record or none
