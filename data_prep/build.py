@@ -239,7 +239,10 @@ def load_manifest(out, backend_name):
 
 def prepare_missing(dataset, backend_names, out_root, count=None, log=print, location_options=None):
     """Prepare only the backends with no complete artifact under OUT_ROOT/DATASET; one that is
-    there is used as it is (not compared with its source). Returns those it prepared."""
+    there is used as it is (not compared with its source). Returns those it prepared. Refused
+    (SourceError) where `count` train images are asked and an artifact of the dataset holds
+    another number: a run would train on data other than it says (see _other_count)."""
+    _other_count(Path(out_root) / dataset, count)
     missing = [b for b in backend_names if load_manifest(Path(out_root) / dataset, b) is None]
     if missing:
         prepare(dataset, missing, out_root, count=count, log=log, location_options=location_options)
@@ -298,6 +301,20 @@ def prepare(dataset, backend_names, out_root, source_path=None, limit=None, coun
         if need_mean:
             _save_mean(compute_mean(source.train, jobs, progress), source, out, log)
     return results
+
+
+def _other_count(out, count):
+    """Raises SourceError when `count` train images are asked and an artifact under `out` (any
+    backend: they share the dataset's mean) holds another number of them. A folder holds one
+    size; another is prepared in a data root of its own (--data), not over this one."""
+    if count is None:
+        return
+    for path in sorted(out.glob(f"*/{manifest_file.FILE}")):
+        held = manifest_file.load(path.parent).splits["train"].count
+        if held != count:
+            raise SourceError(f"{path.parent}: holds {held} train images, and {count} were asked (--count, or the "
+                              f"dataset's default sizing); run with --count {held} to use it, or with "
+                              f"--data naming another folder to prepare {count} there")
 
 
 def _standin_count(out, log):
