@@ -207,8 +207,8 @@ def solver_text(model, train_net, test_net, snapshot_prefix, gpu, max_iter=None,
     s = model.solver
     max_iter = max_iter or s.max_iter
     lines = [
-        f'train_net: "{train_net}"',
-        f'test_net: "{test_net}"',
+        f'train_net: "{_escaped(train_net)}"',
+        f'test_net: "{_escaped(test_net)}"',
         f"test_iter: {test_iter or s.test_iter}",
         f"test_interval: {test_interval or s.test_interval}",
         f"base_lr: {s.base_lr}",
@@ -224,12 +224,19 @@ def solver_text(model, train_net, test_net, snapshot_prefix, gpu, max_iter=None,
         f"max_iter: {max_iter}",
         # one snapshot at the end, as Caffe always writes one when training finishes
         "snapshot: 0",
-        f'snapshot_prefix: "{snapshot_prefix}"',
+        f'snapshot_prefix: "{_escaped(snapshot_prefix)}"',
         f"solver_mode: {'GPU' if gpu else 'CPU'}",
     ]
     if seed is not None:
         lines.append(f"random_seed: {seed}")
     return "\n".join(lines) + "\n"
+
+
+def _escaped(path):
+    """`path` as the inside of a protobuf text format string: a folder named with `"` or `\\`
+    (or a control character) must not end the string or change what Caffe reads."""
+    from google.protobuf import text_encoding
+    return text_encoding.CEscape(str(path), as_utf8=True)
 
 
 def count_params(net):

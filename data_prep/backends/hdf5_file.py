@@ -6,12 +6,17 @@ import h5py
 import numpy as np
 
 from data_prep.backends import Backend, register, phase_name
+from data_prep.errors import SourceError
 
 CHUNK = 1000
 
 
 class _Writer:
     def __init__(self, split, path, list_path, final_path, ctx):
+        for char in "\n\r":  # HDF5Data reads its list file a line per file
+            if char in str(final_path):
+                raise SourceError(f"{final_path}: the path holds {char!r}, which HDF5Data's list file "
+                                  f"({list_path.name}) cannot hold; choose a folder whose name has none")
         self.ctx, self.n = ctx, 0
         self.f = h5py.File(path, "w")
         self.data = self.f.create_dataset("data", (split.count, *split.shape), np.float32)
