@@ -10,14 +10,21 @@ bytes per second on the block device holding the data.
 A machine profile's limits (experiments.machines) start the Limits; runs under values other
 than its own (an earlier fit, or an override) are labelled "NAME modified" by Limits.from_record.
 """
+import json
 import os
+import time
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 
 from data_prep import cache
 from experiments import machines
+from processes import process_id
 
 CGROUP_ROOT = Path(os.environ.get("IMGSTORE_CGROUP_ROOT", "/sys/fs/cgroup"))
+# OWNERS/NAME: who made group NAME ([pid, start time]), written before the group (a cgroup's
+# folder takes no file of ours). tmpfs, as the cgroups: gone with them at a reboot.
+OWNERS = Path(os.environ.get("IMGSTORE_CGROUP_OWNERS", "/run/imgstore-cgroups"))
+UNOWNED_AGE_S = 3600  # an empty group no owner file names (an older checkout's) is removed past this age
 
 KNOBS = ("mem_bytes", "cpus", "cpu_quota", "riops", "rbps")
 CPU_PERIOD_US = 100_000
@@ -114,8 +121,8 @@ def parse_size(text):
 class Group:
     """A cgroup (one directory per v1 controller, one in v2) that a child process enters."""
 
-    def __init__(self, paths, version):
-        self.paths, self.version = paths, version
+    def __init__(self, paths, version, name=None):
+        self.paths, self.version, self.name = paths, version, name
         self.applied = {}  # control file -> what was written, as the record shows it
         self.read_limits = []  # (control file, value): written by limit_reads()
         self.device = None  # "MAJ:MIN" of the device the read limits are on
@@ -198,6 +205,8 @@ class Group:
                 path.rmdir()
             except OSError:
                 pass
+        if self.name and not any(path.exists() for path in self.paths):
+            (OWNERS / self.name).unlink(missing_ok=True)
 
 
 def _v1_reads(path, device):
@@ -222,7 +231,7 @@ def _create_v2(limits, name, device):
             _write(level / "cgroup.subtree_control", f"+{controller}")
     path = parent / name
     path.mkdir()
-    group = Group([path], "v2")
+    group = Group([path], "v2", name)
     try:
         _limit_v2(group, path, limits, device)
     except OSError:
@@ -249,7 +258,7 @@ def _limit_v2(group, path, limits, device):
 def _create_v1(limits, name, device):
     wanted = {"memory": limits.mem_bytes, "cpuset": limits.cpus, "cpu": limits.cpu_quota,
               "blkio": limits.riops or limits.rbps}
-    group = Group([], "v1")
+    group = Group([], "v1", name)
     try:
         for controller, needed in wanted.items():
             if needed:
@@ -293,21 +302,53 @@ def _cpu_list(cpus):
 
 
 def remove_abandoned():
-    """Removes this project's cgroups that no process is in (left by a run that was killed
-    before it could remove them); returns their paths. Does nothing without the right to."""
+    """Removes this project's cgroups that no process is in and whose maker is gone (left by a run
+    killed before it could remove them); returns their paths. A group another run made a moment
+    ago, empty until its first solver enters it, is its maker's (_abandoned). Does nothing
+    without the right to."""
     v = version()
     parents = ([CGROUP_ROOT / "imgstore"] if v == "v2" else
                [CGROUP_ROOT / c / "imgstore" for c in ("memory", "cpuset", "cpu", "blkio")] if v == "v1" else [])
-    removed = []
+    removed, emptied = [], set()
     for parent in parents:
         for path in sorted(p for p in parent.glob("*") if p.is_dir()) if parent.is_dir() else []:
             try:
-                if not (path / "cgroup.procs").read_text().strip():
+                if not (path / "cgroup.procs").read_text().strip() and _abandoned(path):
                     path.rmdir()
                     removed.append(path)
+                    emptied.add(path.name)
             except OSError:
                 pass  # a group in use, or no right to remove it: left as it is
+    for name in emptied:
+        if not any((parent / name).exists() for parent in parents):
+            (OWNERS / name).unlink(missing_ok=True)
     return removed
+
+
+def _mark_owner(name):
+    """OWNERS/NAME names this process as group NAME's maker, before the group is made."""
+    OWNERS.mkdir(mode=0o700, parents=True, exist_ok=True)
+    partial = OWNERS / f".{name}.partial{os.getpid()}"
+    partial.write_text(json.dumps({"owner": process_id(os.getpid()), "pid_namespace": _pid_namespace()}) + "\n")
+    os.replace(partial, OWNERS / name)
+
+
+def _pid_namespace():
+    return os.readlink("/proc/self/ns/pid")
+
+
+def _abandoned(path):
+    """Whether the empty group at `path` was left by a maker that is gone: its owner file names a
+    process of this pid namespace that no longer runs; without one (or from another pid
+    namespace, whose processes are not seen here), once the group is UNOWNED_AGE_S old."""
+    try:
+        marker = json.loads((OWNERS / path.name).read_text())
+        owner = marker["owner"]
+        if marker["pid_namespace"] == _pid_namespace() and isinstance(owner, list) and len(owner) == 2:
+            return process_id(owner[0]) != owner
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    return time.time() - path.stat().st_mtime > UNOWNED_AGE_S
 
 
 def version():
@@ -327,8 +368,10 @@ def create(limits, name, location, limit_reads_now=True):
         raise CgroupError(f"{CGROUP_ROOT} holds no cgroup hierarchy (neither v2 nor v1): limits need one")
     device = location.limit_target() if (limits.riops or limits.rbps) else None
     try:
+        _mark_owner(name)
         group = (_create_v2 if v == "v2" else _create_v1)(limits, name, device)
     except OSError as e:
+        (OWNERS / name).unlink(missing_ok=True)
         raise _refused(v, e) from e
     group.device = device
     if limits.mem_bytes:

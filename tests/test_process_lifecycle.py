@@ -1,19 +1,23 @@
-"""What the project starts dies with its starter, each with real processes:
+"""What the project starts dies with its starter, and what it removes or signals is provably its
+own, each with real processes, cgroups and files:
 
 - the forked workers that prepare a dataset (data_prep/build.py) die when the process that forked
-  them is SIGKILLed; a pool that is not killed still gives every record.
+  them is SIGKILLed; a pool that is not killed still gives every record;
+- an empty cgroup of this project is removed only once the process that made it is gone (another
+  run's, made a moment ago, is left: experiments/cgroup.py).
 """
 import os
 import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import psutil
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, line_within
 
 WAIT_S = 10  # the most a death signal's effect is waited for
 
@@ -76,4 +80,47 @@ def test_a_pool_that_is_not_killed_gives_every_record_in_order():
     total = build.convert(split, None, None, 2, sink=got.append, want_sum=True, progress=False)
     assert [r[0] for r in got] == [str(i) for i in range(600)]
     assert np.array_equal(total, images.astype(np.int64).sum(axis=0))
+
+
+MADE_BY_A_KILLED_RUN = """
+import sys, time
+from experiments import cgroup
+group = cgroup.create(cgroup.Limits(cpu_quota=0.5), sys.argv[1], None)
+print(" ".join(map(str, group.paths)), flush=True)
+time.sleep(600)
+"""
+
+
+def test_an_empty_cgroup_is_removed_only_once_its_maker_is_gone(tmp_path):
+    """Three empty groups under imgstore/: one this process made a moment ago (a run before its
+    first solver: kept), one whose maker was SIGKILLed (removed), one no owner file names, young
+    (an older checkout's: kept until it is UNOWNED_AGE_S old)."""
+    from experiments import cgroup
+    if cgroup.version() != "v1" or os.geteuid() != 0:
+        pytest.skip("needs root and cgroup v1 (as the project's CI machine has)")
+    tag = f"lifecycle-{os.getpid()}"
+    ours = cgroup.create(cgroup.Limits(cpu_quota=0.5), f"{tag}-ours", None)
+    unowned = cgroup.CGROUP_ROOT / "cpu" / "imgstore" / f"{tag}-unowned"
+    unowned.mkdir()
+    maker = subprocess.Popen([sys.executable, "-c", MADE_BY_A_KILLED_RUN, f"{tag}-killed"], cwd=ROOT,
+                             stdout=subprocess.PIPE, text=True)
+    killed = []
+    try:
+        killed = [Path(p) for p in line_within(maker, "a cgroup's paths", time.monotonic() + 60).split()]
+        assert killed and all(p.is_dir() for p in killed)
+        maker.kill()
+        maker.wait(timeout=WAIT_S)
+        removed = cgroup.remove_abandoned()
+        assert set(killed) <= set(removed) and not any(p.exists() for p in killed)
+        assert not (cgroup.OWNERS / f"{tag}-killed").exists()
+        assert not set(ours.paths) & set(removed) and all(p.is_dir() for p in ours.paths)
+        assert unowned not in removed and unowned.is_dir()
+    finally:
+        maker.kill()
+        maker.wait(timeout=WAIT_S)
+        ours.remove()
+        for path in killed + [unowned]:
+            if path.exists():
+                path.rmdir()
+    assert not any(p.exists() for p in ours.paths) and not (cgroup.OWNERS / f"{tag}-ours").exists()
 
