@@ -128,14 +128,33 @@ _said = set()  # namespaces left, said once
 
 def remove(name):
     """Stops every process inside the namespace, then deletes it (with its links) and its marker."""
-    for pid in _ip("netns", "pids", name, check=False).split():
-        try:
-            os.kill(int(pid), signal.SIGKILL)
-        except (ProcessLookupError, ValueError):
-            pass
+    try:
+        inside = f"net:[{os.stat(f'/run/netns/{name}').st_ino}]"
+    except OSError:
+        inside = None  # no namespace of that name: nothing in it to stop
+    for pid in _ip("netns", "pids", name, check=False).split() if inside else []:
+        if pid.isdigit():
+            _kill_if_inside(int(pid), inside)
     _ip("netns", "del", name, check=False)
     if _marker(name) is not None:
         (MARKERS / name).unlink(missing_ok=True)
+
+
+def _kill_if_inside(pid, inside):
+    """SIGKILLs process `pid` if it is in network namespace `inside` ("net:[INODE]") now: the pid
+    `ip netns pids` listed may have exited and its number gone to another process since. A pidfd
+    holds the process found, so the one checked is the one signalled."""
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return
+    try:
+        if os.readlink(f"/proc/{pid}/ns/net") == inside:
+            signal.pidfd_send_signal(fd, signal.SIGKILL)
+    except (ProcessLookupError, FileNotFoundError):
+        pass  # it exited meanwhile
+    finally:
+        os.close(fd)
 
 
 def remove_abandoned():

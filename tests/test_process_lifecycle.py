@@ -4,7 +4,8 @@ own, each with real processes, cgroups and files:
 - the forked workers that prepare a dataset (data_prep/build.py) die when the process that forked
   them is SIGKILLed; a pool that is not killed still gives every record;
 - an empty cgroup of this project is removed only once the process that made it is gone (another
-  run's, made a moment ago, is left: experiments/cgroup.py).
+  run's, made a moment ago, is left: experiments/cgroup.py);
+- a pid `ip netns pids` listed that is no longer in the namespace is not killed (experiments/hosts.py).
 """
 import os
 import signal
@@ -123,4 +124,38 @@ def test_an_empty_cgroup_is_removed_only_once_its_maker_is_gone(tmp_path):
             if path.exists():
                 path.rmdir()
     assert not any(p.exists() for p in ours.paths) and not (cgroup.OWNERS / f"{tag}-ours").exists()
+
+
+def test_a_pid_no_longer_in_the_namespace_is_not_killed_with_it():
+    """`ip netns pids` listed a process that then exited and whose number another process took:
+    stood in for by listing a process outside the namespace besides the one inside it."""
+    from experiments import hosts
+    if os.geteuid() != 0:
+        pytest.skip("needs root (network namespaces)")
+    name = f"{hosts.PREFIX}{os.getpid()}-lifecycle"
+    subprocess.run(["ip", "netns", "add", name], check=True)
+    inside = subprocess.Popen(hosts.command_in(name, ["sleep", "600"]))
+    outside = subprocess.Popen(["sleep", "600"])
+    real_ip = hosts._ip
+
+    def listing_a_reused_pid(*args, check=True):
+        said = real_ip(*args, check=check)
+        return said + f"{outside.pid}\n" if args[:2] == ("netns", "pids") else said
+    try:
+        deadline = time.monotonic() + WAIT_S
+        while str(inside.pid) not in real_ip("netns", "pids", name).split():
+            assert time.monotonic() < deadline and inside.poll() is None
+            time.sleep(0.05)
+        hosts._ip = listing_a_reused_pid
+        hosts.remove(name)
+        assert inside.wait(timeout=WAIT_S) == -signal.SIGKILL
+        assert outside.poll() is None  # listed, but not in the namespace: left alone
+        assert name not in hosts.namespaces()
+    finally:
+        hosts._ip = real_ip
+        for p in (inside, outside):
+            p.kill()
+            p.wait(timeout=WAIT_S)
+        if name in hosts.namespaces():
+            subprocess.run(["ip", "netns", "del", name], check=True)
 
