@@ -1,6 +1,7 @@
 """Where this project's builds live. The one Python module that names .build/ and what is in
 it (caffe/build.sh makes them; everything else asks here)."""
 import contextlib
+import json
 import os
 import sys
 from pathlib import Path
@@ -21,7 +22,7 @@ BUILD_CACHE = Path(os.environ.get("CAFFE_CACHE", Path.home() / ".cache" / "imgst
 # One run at a time per user (runs measure the machine). In the user's own folder: a fixed
 # path in /tmp could be held, or made unwritable, by anyone. experiments/runner.py takes it.
 RUN_LOCK = Path(os.environ.get("IMGSTORE_LOCK") or Path.home() / ".cache" / "imgstore" / "run.lock")
-SWAP = BUILD / "caffe.swapped"        # while using_build(KEY) runs: who swapped the build (pid, start time)
+SWAP = BUILD / "caffe.swapped"        # while using_build(KEY) runs: who swapped the build, and the link it replaced
 SWAP_ENV = "IMGSTORE_BUILD_SWAP"      # the same token, inherited by the swapping process's children
 
 
@@ -145,10 +146,11 @@ def using_build(key):
             raise MissingBuild(f"cannot swap the Caffe build: a run is training ({lock.read().strip() or 'pid unknown'}, "
                                f"{RUN_LOCK}); swap once it is done") from None
         token = _process_token(os.getpid())
-        _write_whole(SWAP, f"{token} {key}\n")
+        saved, saved_key = os.readlink(CAFFE), CAFFE_KEY.read_text()
+        # what to restore if this process is killed inside the block (check_not_swapped does)
+        _write_whole(SWAP, json.dumps({"token": token, "key": key, "saved": saved, "saved_key": saved_key}) + "\n")
         os.environ[SWAP_ENV] = token
         fcntl.flock(lock, fcntl.LOCK_UN)  # the block's own runs take it
-    saved, saved_key = os.readlink(CAFFE), CAFFE_KEY.read_text()
     try:
         _point_at(install, key + "\n")
         yield install
@@ -161,18 +163,42 @@ def using_build(key):
 def check_not_swapped():
     """Raises MissingBuild while another process (not this one or a child of its) has swapped the
     current build for a cached one (using_build): a run would train on a build it did not ask for.
-    A swap whose process is gone is over (its link was left working)."""
+    A swap whose process is gone is over: a process killed inside the block left .build/caffe on
+    the swapped build, which is pointed back at the build it replaced here, saying so on stderr."""
     held = _read(SWAP)
     if not held:
         return
-    token, _, key = held.partition(" ")
+    try:
+        swap = json.loads(held)
+        token, key = swap["token"], swap["key"]
+    except (ValueError, KeyError, TypeError):  # an older checkout's "TOKEN KEY": no saved link
+        swap, (token, _, key) = {}, held.partition(" ")
+    token = str(token)
     pid = int(token.split(":")[0]) if token.split(":")[0].isdigit() else None
-    if pid is None or _process_token(pid) != token:
-        SWAP.unlink(missing_ok=True)  # its process exited (or the pid is another process's now)
+    if pid is None or _process_token(pid) != token:  # its process exited (or the pid is another's now)
+        _restore(swap, pid, key)
+        SWAP.unlink(missing_ok=True)
         return
     if os.environ.get(SWAP_ENV) != token:
         raise MissingBuild(f"the Caffe build is swapped for cached build {key.strip()} by pid {pid} (toolchain.using_build, "
                            f"{SWAP}) for a side-by-side measurement; run once it is done")
+
+
+def _restore(swap, pid, key):
+    """.build/caffe and its key as they were before the swap `swap` (SWAP's fields) of the gone
+    process `pid`, where it left them on the swapped build."""
+    saved, saved_key = swap.get("saved"), swap.get("saved_key")
+    if not isinstance(saved, str) or not isinstance(saved_key, str):
+        return
+    try:
+        current = os.readlink(CAFFE)
+    except OSError:
+        current = None
+    if current == saved and _read(CAFFE_KEY) == saved_key.strip():
+        return  # it had put them back, or was killed before it swapped
+    _point_at(saved, saved_key)
+    print(f"restored {CAFFE} -> {saved} (build {saved_key.strip()}): pid {pid} swapped it for cached build "
+          f"{str(key).strip()} (toolchain.using_build) and was killed before it put it back", file=sys.stderr)
 
 
 def _process_token(pid):

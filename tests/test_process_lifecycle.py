@@ -5,7 +5,8 @@ own, each with real processes, cgroups and files:
   them is SIGKILLed; a pool that is not killed still gives every record;
 - an empty cgroup of this project is removed only once the process that made it is gone (another
   run's, made a moment ago, is left: experiments/cgroup.py);
-- a pid `ip netns pids` listed that is no longer in the namespace is not killed (experiments/hosts.py).
+- a pid `ip netns pids` listed that is no longer in the namespace is not killed (experiments/hosts.py);
+- a Caffe build swap whose process was SIGKILLed is undone by the next use, which says so (toolchain.py).
 """
 import os
 import signal
@@ -159,3 +160,36 @@ def test_a_pid_no_longer_in_the_namespace_is_not_killed_with_it():
         if name in hosts.namespaces():
             subprocess.run(["ip", "netns", "del", name], check=True)
 
+
+def test_a_build_swap_killed_inside_is_undone_by_the_next_use_which_says_so(tmp_path):
+    cache, build = tmp_path / "cache", tmp_path / ".build"
+    for key in ("aaaa", "bbbb"):
+        (cache / f"build-{key}" / "install").mkdir(parents=True)
+    build.mkdir()
+    (build / "caffe").symlink_to(cache / "build-aaaa" / "install")
+    (build / "caffe.key").write_text("aaaa\n")
+    setup = f"""
+import pathlib, sys, time
+import toolchain
+b = pathlib.Path({str(build)!r})
+toolchain.BUILD_CACHE, toolchain.CAFFE, toolchain.CAFFE_KEY = pathlib.Path({str(cache)!r}), b / "caffe", b / "caffe.key"
+toolchain.SWAP, toolchain.RUN_LOCK = b / "caffe.swapped", pathlib.Path({str(tmp_path / 'run.lock')!r})
+"""
+    swapper = subprocess.Popen([sys.executable, "-c", setup + """
+with toolchain.using_build("bbbb"):
+    print("swapped", flush=True)
+    time.sleep(600)
+"""], cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    try:
+        assert line_within(swapper, "'swapped'", time.monotonic() + 60).strip() == "swapped"
+        assert (build / "caffe.key").read_text() == "bbbb\n"
+    finally:
+        swapper.kill()
+        swapper.wait(timeout=WAIT_S)
+    after = subprocess.run([sys.executable, "-c", setup + "toolchain.check_not_swapped(); print(toolchain.build_key())"],
+                           cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert after.stdout.strip() == "aaaa", after.stderr
+    assert (build / "caffe").resolve() == cache / "build-aaaa" / "install"
+    assert f"restored {build / 'caffe'} -> {cache / 'build-aaaa' / 'install'} (build aaaa): pid {swapper.pid} " \
+           "swapped it for cached build bbbb (toolchain.using_build) and was killed before it put it back" in after.stderr
+    assert not (build / "caffe.swapped").exists()
