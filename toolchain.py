@@ -210,7 +210,9 @@ def _process_token(pid):
 def _point_at(install, key_text):
     """.build/caffe -> install and its key, each replaced whole (a new link or file renamed over
     the old), so an interrupted swap leaves a working link."""
-    link, key = CAFFE.with_name(CAFFE.name + ".new"), CAFFE_KEY.with_name(CAFFE_KEY.name + ".new")
+    # names of this process's own: two processes restoring a killed swap at once must not collide
+    link = CAFFE.with_name(f"{CAFFE.name}.new{os.getpid()}")
+    key = CAFFE_KEY.with_name(f"{CAFFE_KEY.name}.new{os.getpid()}")
     link.unlink(missing_ok=True)
     link.symlink_to(install)
     os.replace(link, CAFFE)
