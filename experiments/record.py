@@ -7,7 +7,7 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 from experiments import proctrack, records_log
-from experiments.records_log import RecordsDamaged, RecordWriteError  # noqa: F401  (what append and recorded raise)
+from experiments.records_log import RecordsDamaged, RecordsLocked, RecordWriteError  # noqa: F401  (what they raise)
 
 
 # What a run's label promises, checked on the share of its data resident before the clock
@@ -269,7 +269,8 @@ _said = set()  # the damaged files a report has named on stderr already
 def load(paths, strict=False):
     """Every record under the given results folders (DATASET/records*.jsonl) or .jsonl files.
     A line that holds no whole record (records_log.parse) is skipped, and each such file is named
-    once on stderr with its bad lines' numbers; strict=True: RecordsDamaged, naming them."""
+    once on stderr with its bad lines' numbers; strict=True: RecordsDamaged, naming them.
+    RecordsLocked: a writer held the folder's lock past records_log.LOCK_WAIT_S."""
     records = []
     for p in map(Path, paths):
         files = [p] if p.is_file() else sorted(p.glob("*/" + RECORD_FILES))

@@ -41,6 +41,11 @@ class RecordWriteError(OSError):
     and the OS error."""
 
 
+class RecordsLocked(TimeoutError):
+    """The folder's records lock was held longer than LOCK_WAIT_S (a writer stopped or stuck): the
+    message names the folder."""
+
+
 class RecordsDamaged(SourceError):
     """A records file holds lines that are not records (a cut write, glued records): the message
     names the file and the lines, and how to repair it."""
@@ -53,9 +58,10 @@ class RecordsDamaged(SourceError):
 
 
 @contextmanager
-def locked(path, shared=False, wait=LOCK_WAIT_S):
-    """The lock of the dataset folder holding records file `path`, for the block."""
-    folder = Path(path).parent
+def locked(path, shared=False):
+    """The lock of the dataset folder holding records file `path`, for the block; RecordsLocked
+    after LOCK_WAIT_S."""
+    folder, wait = Path(path).parent, LOCK_WAIT_S
     fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
     try:
         deadline = time.monotonic() + wait
@@ -65,7 +71,7 @@ def locked(path, shared=False, wait=LOCK_WAIT_S):
                 break
             except BlockingIOError:
                 if time.monotonic() > deadline:
-                    raise TimeoutError(errno.ETIMEDOUT, f"the records lock of {folder} (flock on the folder) "
+                    raise RecordsLocked(errno.ETIMEDOUT, f"the records lock of {folder} (flock on the folder) "
                                                         f"was held by another process for over {wait} s") from None
                 time.sleep(0.05)
         yield

@@ -165,6 +165,27 @@ def test_an_append_after_a_cut_line_moves_it_aside_and_starts_a_line_of_its_own(
     assert run_ids(path) == ["r0", "r1", "r2"]
 
 
+def test_a_reader_waits_for_a_writer_a_bounded_time_and_names_the_folder(tmp_path, monkeypatch):
+    from experiments import records_log
+    path = tmp_path / "mnist" / "records.jsonl"
+    record.append(path, made("r0"))
+    holder = subprocess.Popen([sys.executable, "-c", "import fcntl, os, sys, time\n"
+                               "fd = os.open(sys.argv[1], os.O_RDONLY)\nfcntl.flock(fd, fcntl.LOCK_EX)\n"
+                               "print('held', flush=True)\ntime.sleep(60)\n", str(path.parent)],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline() == "held\n"
+        monkeypatch.setattr(records_log, "LOCK_WAIT_S", 1)
+        with pytest.raises(record.RecordsLocked, match=f"the records lock of {path.parent} .* over 1 s"):
+            record.recorded(tmp_path, "mnist")
+        with pytest.raises(record.RecordWriteError, match=f"{path}: the record was not appended"):
+            record.append(path, made("r1"))
+    finally:
+        holder.kill()
+        holder.wait(timeout=60)
+    assert [r.run_id for r in record.recorded(tmp_path, "mnist")] == ["r0"]
+
+
 def damaged(folder):
     """records.jsonl of four committed runs whose second append was cut (ENOSPC) and the third
     glued onto it, then a line that is JSON but no record: lines 2 and 3 are bad. Returns (the
