@@ -4,6 +4,7 @@ path the docs name does the same thing:
 
   imgstore run mnist lmdb cold          # = python experiments/run.py mnist lmdb cold
   imgstore bench lmdb-read --help       # = python benchmarks/lmdb_read.py --help
+  imgstore records repair results/mnist # = python experiments/records_repair.py results/mnist
 """
 import importlib
 import sys
@@ -41,6 +42,8 @@ COMMANDS = (
     Command("redis", "data_prep.redis_cluster.cluster", "start, stop or ask about the project's Redis Cluster"),
     Command("rederive", "experiments.rederive", "re-derive records' log-derived fields with today's rules"),
     Command("supersede", "experiments.supersede", "mark recorded runs as superseded, with the reason"),
+    Command("records repair", "experiments.records_repair",
+            "move a records file's bad lines (a cut write, glued records) aside; the rest loads again"),
     Command("cpu-probe", "monitor.cpu_probe", "one core's speed at Caffe's image data path (every record carries it)"),
     Command("gpu-calibrate", "device.gpu_calibrate",
             "the calibration's GPU step in one short loan (--dry-run: its plan)"),

@@ -50,7 +50,7 @@ def table(a, datasets, threads):
 def runs_by_threads(a, dataset, threads):
     """{thread count: the ok runs of the dataset on a's backend, cache, accelerator and iterations}."""
     option = THREAD_OPTIONS[a.backend][0]
-    mine = [r for r in recorded(a.out, dataset) if r.ok and r.backend == a.backend and r.cache == a.cache
+    mine = [r for r in recorded(a.out, dataset, strict=False) if r.ok and r.backend == a.backend and r.cache == a.cache
             and (r.compute or {}).get("accelerator") == a.accelerator and r.iterations_setting == iterations(a, dataset)]
     return {n: [r for r in mine if (r.read_options or {}).get(option, 1) == n] for n in threads}
 

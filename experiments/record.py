@@ -1,13 +1,13 @@
 """One run's record: what the runner appends to RESULTS/DATASET/records.jsonl and what the
 report, the matrix and the notebooks read. Records written before a field existed load with
 that field None (shown as unknown), so committed results stay readable."""
-import fcntl
 import json
-import os
+import sys
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
-from experiments import proctrack
+from experiments import proctrack, records_log
+from experiments.records_log import RecordsDamaged, RecordsLocked, RecordWriteError  # noqa: F401  (what they raise)
 
 
 # What a run's label promises, checked on the share of its data resident before the clock
@@ -248,15 +248,9 @@ class Record:
 
 
 def append(path, record):
-    """Append one record, whole, under a lock, durably."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    line = json.dumps(record.to_dict(), sort_keys=True) + "\n"
-    with open(path, "a") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        f.write(line)
-        f.flush()
-        os.fsync(f.fileno())
+    """Append one record, whole, under its folder's lock, durably (experiments/records_log.py).
+    RecordWriteError (an OSError) when it could not: the file is then as it was."""
+    records_log.append_line(path, json.dumps(record.to_dict(), sort_keys=True))
 
 
 # A dataset folder's records: records.jsonl, which runs append to, and, in committed results,
@@ -269,17 +263,31 @@ def record_files(dataset_folder):
     return sorted(Path(dataset_folder).glob(RECORD_FILES))
 
 
-def load(paths):
-    """Every record under the given results folders (DATASET/records*.jsonl) or .jsonl files."""
+_said = set()  # the damaged files a report has named on stderr already
+
+
+def load(paths, strict=False):
+    """Every record under the given results folders (DATASET/records*.jsonl) or .jsonl files.
+    A line that holds no whole record (records_log.parse) is skipped, and each such file is named
+    once on stderr with its bad lines' numbers; strict=True: RecordsDamaged, naming them.
+    RecordsLocked: a writer held the folder's lock past records_log.LOCK_WAIT_S."""
     records = []
     for p in map(Path, paths):
         files = [p] if p.is_file() else sorted(p.glob("*/" + RECORD_FILES))
         for f in files:
-            for line in f.read_text().splitlines():
-                if line.strip():
-                    records.append(Record.from_dict(json.loads(line)))
+            good, bad = records_log.read_locked(f)
+            if bad and strict:
+                raise RecordsDamaged(f, bad)
+            records += [Record.from_dict(d) for _, d in good]
+            if bad and f not in _said:
+                _said.add(f)
+                numbers = ", ".join(str(n) for n, _, _ in bad[:10]) + (", ..." if len(bad) > 10 else "")
+                print(f"{f}: {len(bad)} bad line{'s' * (len(bad) > 1)} skipped (line {numbers}): "
+                      + records_log.REPAIR_HINT.format(file=f), file=sys.stderr)
     return records
 
 
-def recorded(results, dataset):
-    return load(record_files(Path(results) / dataset))
+def recorded(results, dataset, strict=True):
+    """The records of RESULTS/DATASET. strict (the default, what a run asks before it adds to
+    them): RecordsDamaged where a line holds no whole record; strict=False: skipped, as load does."""
+    return load(record_files(Path(results) / dataset), strict=strict)

@@ -2,17 +2,20 @@
 own Caffe log (RESULTS/DATASET/runs/RUN_ID/caffe.log): AU over the accelerator work inside the
 solver's window, start-up without the test pass at iteration 0, that pass on its own, and the
 test passes' measured time. Nothing measured is changed; records without a log are left as they
-are; each changed record says so in `revised`. Records are rewritten whole (temp file, rename).
+are; each changed record says so in `revised`. The logs are read outside the lock; each file is
+then rewritten whole under the lock appends take (experiments/records_log.py), from what it
+holds by then: records appended meanwhile are kept, a record changed meanwhile is left as it is.
+A file with lines that hold no record is refused (`imgstore records repair`), exit status 2.
 
     .venv/bin/python experiments/rederive.py RESULTS [RESULTS ...]   # e.g. the catalogue's folders (catalogue.py)
 """
 import argparse
 import json
-import os
+import sys
 from pathlib import Path
 
-from experiments import accelerators, caffe_log
-from experiments.record import RECORD_FILES, Record
+from experiments import accelerators, caffe_log, records_log
+from experiments.record import RECORD_FILES, Record, RecordsDamaged
 
 REVISION = "2026-11-23: AU over the timed window, initial test pass apart from start-up (experiments/rederive.py)"
 
@@ -35,30 +38,49 @@ def rederive(d, results):
 
 
 def rederive_folder(results):
-    """Rewrites every DATASET/records*.jsonl under `results`; returns (records, changed)."""
+    """Rewrites every DATASET/records*.jsonl under `results`; returns (records, changed).
+    RecordsDamaged: a file holds bad lines (the files before it are rewritten)."""
     total = changed = 0
     for path in sorted(Path(results).glob("*/" + RECORD_FILES)):
-        lines, out = path.read_text().splitlines(), []
-        for line in lines:
-            if not line.strip():
-                continue
-            before = json.loads(line)
-            after = rederive(before, results)
-            total, changed = total + 1, changed + (after is not None)
-            out.append(json.dumps(after or before, sort_keys=True))
-        tmp = path.with_suffix(".jsonl.tmp")
-        tmp.write_text("\n".join(out) + "\n")
-        os.replace(tmp, path)
+        good, bad = records_log.read_locked(path)
+        if bad:
+            raise RecordsDamaged(path, bad)
+        derived = {}  # the line as read -> the record re-derived
+        for _, d in good:
+            after = rederive(d, results)
+            if after is not None:
+                derived[json.dumps(d, sort_keys=True)] = json.dumps(after, sort_keys=True)
+        total += len(good)
+        if derived:
+            changed += _rewrite_with(path, derived)
     return total, changed
+
+
+def _rewrite_with(path, derived):
+    """Rewrites the file under the lock with each record whose line is still as read replaced by
+    its re-derived one; returns how many were."""
+    with records_log.locked(path):
+        good, bad = records_log.read(path)
+        if bad:
+            raise RecordsDamaged(path, bad)
+        lines = [json.dumps(d, sort_keys=True) for _, d in good]
+        out = [derived.get(line, line) for line in lines]
+        records_log.rewrite(path, out)
+    return sum(a != b for a, b in zip(lines, out))
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("results", nargs="+", help="results folders (holding DATASET/records.jsonl)")
     for results in ap.parse_args(argv).results:
-        total, changed = rederive_folder(results)
+        try:
+            total, changed = rederive_folder(results)
+        except (RecordsDamaged, OSError) as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
         print(f"{results}: {changed} of {total} records re-derived from their logs")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
