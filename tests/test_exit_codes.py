@@ -171,15 +171,18 @@ def test_a_solver_dying_at_once_is_recorded_with_its_monitor(mnist_small, tmp_pa
     assert (tmp_path / "out" / r.run_dir / "monitor.csv").read_text().startswith("t,cpu_user")
 
 
+@pytest.mark.parametrize("solvers", [1, 2])
 def test_a_record_that_cannot_be_written_exits_4_and_keeps_the_run_folder(mnist_small, tmp_path, monkeypatch,
-                                                                          own_lock, capsys):
+                                                                          own_lock, capsys, solvers):
+    """Each solver's record is tried (the second after the first failed), and the run says which were lost."""
     registered(monkeypatch, mnist_small, tmp_path / "data", LMDBCopy)
     (tmp_path / "out" / "mnist" / "records.jsonl").mkdir(parents=True)  # no file can be appended there
-    rc = run.main(["mnist", LMDBCopy.name, "warm", *flags(tmp_path)])
+    rc = run.main(["mnist", LMDBCopy.name, "warm", "--concurrent", str(solvers), *flags(tmp_path)])
     err = capsys.readouterr().err
     assert rc == exit_codes.INTERNAL == 4, err
-    assert "error: 1 of 1 records not written to" in err and "Is a directory" in err, err
-    assert len(list((tmp_path / "out" / "mnist" / "runs").iterdir())) == 1
+    assert f"error: {solvers} of {solvers} records not written to" in err and "Is a directory" in err, err
+    runs = list((tmp_path / "out" / "mnist" / "runs").iterdir())
+    assert len(runs) == solvers and all(f"the record of {d.name} was not written" in err for d in runs), err
 
 
 def test_run_py_stalled_exits_3_and_says_the_failed_cells_before_it(mnist_small, tmp_path, monkeypatch, own_lock,
