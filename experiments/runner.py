@@ -203,8 +203,24 @@ def run_lock(log):
             _lock_depth = 0
 
 
+_held_fd = None  # the run lock's descriptor while this process holds it
+
+
+def _drop_lock_in_child():
+    """A forked child (a preparation's worker process) lets go of the run lock: it would
+    otherwise hold it after this process died. Its descriptor now reads /dev/null."""
+    if _held_fd is not None:
+        null = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
+        os.dup2(null, _held_fd, inheritable=False)
+        os.close(null)
+
+
+os.register_at_fork(after_in_child=_drop_lock_in_child)
+
+
 @contextmanager
 def _run_lock(log):
+    global _held_fd
     LOCK.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     try:
         fd = os.open(LOCK, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
@@ -223,7 +239,11 @@ def _run_lock(log):
         lock.truncate()
         lock.write(f"pid {os.getpid()}, {' '.join(psutil.Process().cmdline())[:200]}\n")
         lock.flush()
-        yield
+        _held_fd = fd
+        try:
+            yield
+        finally:
+            _held_fd = None
 
 
 def _resolve(spec, log, gpu_model=None):

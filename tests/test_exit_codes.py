@@ -259,3 +259,24 @@ def test_the_run_lock_is_reentrant_within_a_process(tmp_path, own_lock):
         pass
     with open(tmp_path / "run.lock") as f:
         fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)  # raises if still held
+
+
+def test_a_forked_worker_does_not_keep_the_run_lock(tmp_path, own_lock):
+    """A preparation's worker processes (forked under the lock) outliving the run do not hold it."""
+    import fcntl
+    started, said = os.pipe()
+    with runner.run_lock(print):
+        child = os.fork()
+        if child == 0:  # past the fork's hooks: it runs as a worker would
+            os.write(said, b"up")
+            time.sleep(30)
+            os._exit(0)
+    try:
+        assert os.read(started, 2) == b"up"
+        with open(tmp_path / "run.lock") as f:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)  # BlockingIOError while the child holds it
+    finally:
+        os.kill(child, 9)
+        os.waitpid(child, 0)
+        os.close(started)
+        os.close(said)
