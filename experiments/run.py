@@ -204,8 +204,9 @@ def run(config):
     gpu, accelerator = compute_choice(config)
     records, log = [], lambda m: print(m, file=sys.stderr)
     try:
+        asked = _checked(config)  # bad input refused at once, not after another run.py is done
         with runner.run_lock(log):  # what is recorded, preparing and training: one run.py at a time
-            _run_cells(config, gpu, accelerator, records)
+            _run_cells(config, gpu, accelerator, asked, records)
     except REFUSALS as e:
         return _ended(records, exit_codes.REFUSED, f"error: {e}")
     except STALLS as e:
@@ -220,17 +221,24 @@ def run(config):
     return _failures_said(records)
 
 
-def _run_cells(config, gpu, accelerator, records):
-    """Runs the planned cells not yet recorded, appending their Records to `records`; under the
-    run lock, so that what is recorded is read after any other run.py of this user has ended."""
-    from data_prep import build
+def _checked(config):
+    """(limits, reading, cells) the configuration asks, each checked."""
     limits = limits_choice(config)
     if config.concurrent < 1:
         raise datasets.SourceError("--concurrent must be at least 1")
     reading = read_choice(config)
-    done = {(r.backend, r.cache, r.repeat) for r in recorded_runs(config)}
     cells = plan(config.dataset, config.backend, config.cache, config.repeats, reading[1])
     _check_read_flags(cells, reading)
+    return limits, reading, cells
+
+
+def _run_cells(config, gpu, accelerator, asked, records):
+    """Prepares missing data and runs the planned cells not yet recorded, appending their Records
+    to `records`; under the run lock, so that what is recorded is read after any other run.py of
+    this user has ended."""
+    from data_prep import build
+    limits, reading, cells = asked
+    done = {(r.backend, r.cache, r.repeat) for r in recorded_runs(config)}
     build.prepare_missing(config.dataset, sorted({b for b, _, _ in cells}), config.data, count=config.count,
                           log=lambda m: print(m, file=sys.stderr), location_options=reading[1])
     if accelerator:

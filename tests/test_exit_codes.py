@@ -280,3 +280,20 @@ def test_a_forked_worker_does_not_keep_the_run_lock(tmp_path, own_lock):
         os.waitpid(child, 0)
         os.close(started)
         os.close(said)
+
+
+@pytest.mark.timeout(120)  # a refusal that waited for the lock would wait for the holder's 60 s and more
+def test_bad_input_is_refused_at_once_while_another_run_holds_the_lock(tmp_path, own_lock, capsys):
+    holder = subprocess.Popen([sys.executable, "-c", "import fcntl, sys, time; f = open(sys.argv[1], 'w'); "
+                               "fcntl.flock(f, fcntl.LOCK_EX); print('held', flush=True); time.sleep(60)",
+                               str(tmp_path / "run.lock")], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline() == "held\n"
+        started = time.monotonic()
+        rc = run.main(["mnist", "lmdb", "warm", "--concurrent", "0", "--out", str(tmp_path / "out")])
+        assert rc == exit_codes.REFUSED and time.monotonic() - started < 30
+        err = capsys.readouterr().err
+        assert "--concurrent must be at least 1" in err and "waiting for the run lock" not in err
+    finally:
+        holder.kill()
+        holder.wait(timeout=10)
