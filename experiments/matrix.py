@@ -64,13 +64,13 @@ def main(argv=None):
         return 0
     if not argv or "-" not in argv[0]:
         print(__doc__, file=sys.stderr)
-        return 2
+        return exit_codes.REFUSED
     target, extra = argv[0], argv[1:]
     dataset, kind = target.rsplit("-", 1)
     if dataset not in datasets.REGISTRY or kind not in KINDS:
         print(f"error: no make target {target}: DATASET-all or DATASET-quick, DATASET one of "
               f"{', '.join(datasets.REGISTRY)}", file=sys.stderr)
-        return 2
+        return exit_codes.REFUSED
     config = configuration(dataset, kind, extra)
     try:
         return _matrix(target, dataset, config)
