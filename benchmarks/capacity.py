@@ -24,8 +24,11 @@ limits, say) is named at the end and the others are swept.
 Each run is an ordinary record in results/DATASET/records.jsonl (concurrent.solvers = N); runs
 already recorded for the same setup are reused, so a sweep stopped half-way resumes where it
 was. analysis/capacity.py draws AU against N and tabulates the answers from those records.
-Exit status: 0 every solver finished; 1 the sweep answered, but some solvers failed on the way
-(said, with their N); 2 run.py refused a backend.
+Exit status (experiments/exit_codes.py), the worst over the backends winning (130 > 4 > 2 > 3 > 1 > 0),
+each said: 0 every solver finished; 1 the sweep answered, but some solvers failed on the way
+(said, with their N); 2 run.py refused a backend (or bad input); 3 a backend's run stalled or
+timed out (that backend is not swept further); 4 an internal error (a line names the log holding
+its traceback); 130 interrupted.
 Emulated solvers mostly wait, so many fit on few cores: what runs out is the data path's CPU
 and the storage, which are real.
 """
@@ -40,13 +43,26 @@ from pathlib import Path
 
 from analysis import capacity
 from data_prep import datasets
-from experiments import config as config_module, run
+from experiments import config as config_module, exit_codes, run
 
 THRESHOLD = capacity.THRESHOLD
 
 
 class Refused(Exception):
-    """run.py refused a backend's runs (its error says why): the sweep goes on with the next."""
+    """run.py did not run a backend's runs (its error says why; `code`: its exit status, 2 for a
+    refusal, 3 a stall, 4 an internal error): the sweep goes on with the next."""
+
+    def __init__(self, message, code=exit_codes.REFUSED):
+        super().__init__(message)
+        self.code = code
+
+
+class Interrupted(Exception):
+    """run.py was interrupted (Ctrl-C, SIGTERM): the sweep stops."""
+
+
+NOT_SWEPT = {exit_codes.REFUSED: "run.py refused it", exit_codes.STALLED: "its run stalled or timed out",
+             exit_codes.INTERNAL: "an internal error"}
 
 
 class Sweep:
@@ -77,12 +93,13 @@ class Sweep:
             with open(self.run_log, "a") as f:
                 f.write(said.getvalue())
         self.run_seconds.append(time.time() - started)
-        if rc == 130:  # Ctrl-C: run.py stopped the run in progress; the sweep stops too
-            raise SystemExit(130)
-        if rc not in (0, run.SOLVERS_FAILED):  # a solver failing is a finding at N, not a refusal
+        if rc == exit_codes.INTERRUPTED:  # Ctrl-C: run.py stopped the run in progress; the sweep stops too
+            raise Interrupted()
+        if rc not in (exit_codes.OK, exit_codes.SOLVERS_FAILED):  # a solver failing is a finding at N
             if self.run_log:
                 self.log(said.getvalue().strip()[-2000:])
-            raise Refused(f"run.py {config_module.command_line(config)} failed (exit {rc}; its error is above)")
+            raise Refused(f"run.py {config_module.command_line(config)} failed (exit {rc}: "
+                          f"{exit_codes.MEANING.get(rc, 'unknown')}; its error is above)", rc)
         mine = [r for r in run.recorded_runs(config, ok_only=False)
                 if (r.backend, r.cache) == (self.backend, self.cache)]
         self.records[n] = [r for r in mine if capacity.solvers(r) == n]
@@ -176,8 +193,22 @@ def parser():
 
 def main(argv=None):
     a, run_options = parser().parse_known_args(argv)
-    iters = a.iters or datasets.get(a.dataset).quick_iters
     asked = run.parse([a.dataset, "lmdb", a.cache] + run_options)
+    try:
+        return _sweep_all(a, run_options, asked)
+    except (Interrupted, KeyboardInterrupt):
+        print("interrupted: the sweep stopped (its runs so far are recorded)", file=sys.stderr)
+        return exit_codes.INTERRUPTED
+    except run.REFUSALS as e:
+        print(f"error: {e}", file=sys.stderr)
+        return exit_codes.REFUSED
+    except Exception as e:  # noqa: BLE001 -- a fault of this code: one line naming the traceback's log
+        return exit_codes.internal_error(e, Path(asked.out) / a.dataset)
+
+
+def _sweep_all(a, run_options, asked):
+    """Each backend swept, the answer ranked, the figure drawn; the worst outcome."""
+    iters = a.iters or datasets.get(a.dataset).quick_iters
     results = Path(asked.out)
     started, sweeps, refused = time.time(), {}, []
     run_log = results / a.dataset / "capacity.log"
@@ -194,26 +225,26 @@ def main(argv=None):
             sweeps[backend] = sweep
         except Refused as e:
             print(e, file=sys.stderr)
-            refused.append(backend)
+            refused.append((backend, e.code))
     print(ranked(a, sweeps, refused, results, time.time() - started))
     records = [r for sweep in sweeps.values() for rs in sweep.records.values() for r in rs]
     if records:
         out = results / "report"
         out.mkdir(parents=True, exist_ok=True)
         print(f"figure: {capacity.figure(records, a.dataset, out)}")
-    return 2 if refused else _failures_said(records)
+    return exit_codes.worst(_failures_said(records), *(code for _, code in refused))
 
 
 def _failures_said(records):
-    """0 when every solver of the sweep finished; else 1, having said how many failed and at which N
-    (each such N was counted as not holding: MLPerf Storage's rule)."""
+    """OK when every solver of the sweep finished; else SOLVERS_FAILED, having said how many failed and
+    at which N (each such N was counted as not holding: MLPerf Storage's rule)."""
     failed = [r for r in records if not r.ok]
     if not failed:
-        return 0
+        return exit_codes.OK
     at = sorted({capacity.solvers(r) for r in failed})
     print(f"{len(failed)} of {len(records)} solvers failed during the sweep (at N = {', '.join(map(str, at))}; "
-          f"each such N counted as not holding; their logs are named in the run log): exit 1", file=sys.stderr)
-    return 1
+          f"each such N counted as not holding; their logs are named in the run log)", file=sys.stderr)
+    return exit_codes.SOLVERS_FAILED
 
 
 def ranked(a, sweeps, refused, results, seconds):
@@ -232,7 +263,8 @@ def ranked(a, sweeps, refused, results, seconds):
         above = capacity.au_text(statistics.median(seen[n + 1]), 3) if n + 1 in seen else "-"
         runs = f"{len(seen.get(n, []))}, {len(seen.get(n + 1, []))}"
         lines.append(f"| {backend} | {n}{'+' if failed is None else ''} | {at} / {above} ({runs}) | {stopped} |")
-    lines += [f"| {backend} | not swept: run.py refused it (its error is above) | | |" for backend in refused]
+    lines += [f"| {backend} | not swept: {NOT_SWEPT.get(code, f'run.py exit {code}')} (its error is above) | | |"
+              for backend, code in refused]
     return "\n".join(lines)
 
 

@@ -7,12 +7,17 @@ repeats), then a summary table (training time mean +- sd, accelerator utilisatio
 
 Without a CUDA build the matrix runs on an emulated H100 (run.py --help); pass
 --accelerator none to train on the CPU for real.
+
+Exit status (experiments/exit_codes.py): run.py's over all the cells, the worst winning
+(130 > 4 > 2 > 3 > 1 > 0), every lesser outcome said as well: 0 every solver finished, 1 some
+solver failed, 2 refused or bad input, 3 stalled or timed out, 4 an internal error (a line names
+the log holding its traceback), 130 interrupted.
 """
 import sys
 from pathlib import Path
 
 from data_prep import backends, datasets
-from experiments import run
+from experiments import exit_codes, run
 from experiments.config import RunConfig
 from experiments.record import recorded
 
@@ -59,20 +64,35 @@ def main(argv=None):
         return 0
     if not argv or "-" not in argv[0]:
         print(__doc__, file=sys.stderr)
-        return 2
+        return exit_codes.REFUSED
     target, extra = argv[0], argv[1:]
     dataset, kind = target.rsplit("-", 1)
     if dataset not in datasets.REGISTRY or kind not in KINDS:
         print(f"error: no make target {target}: DATASET-all or DATASET-quick, DATASET one of "
               f"{', '.join(datasets.REGISTRY)}", file=sys.stderr)
-        return 2
+        return exit_codes.REFUSED
     config = configuration(dataset, kind, extra)
+    try:
+        return _matrix(target, dataset, config)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return exit_codes.INTERRUPTED
+    except Exception as e:  # noqa: BLE001 -- a fault of this code: one line naming the traceback's log
+        return exit_codes.internal_error(e, Path(config.out) / dataset)
+
+
+def _matrix(target, dataset, config):
+    """The matrix's cells run (run.run), then its table; the worst of their outcomes."""
     gpu, accelerator = run.compute_choice(config)
     what = (f"an emulated {accelerator} (real Caffe data path; --accelerator none for real CPU training)"
             if accelerator else "the real GPU" if gpu >= 0 else "the real CPU (hours for the stock solvers)")
     print(f"{target}: the {dataset} matrix on {what}.", file=sys.stderr)
     rc = run.run(config)
-    print_table(dataset, [r for r in recorded(config.out, dataset) if r.iterations_setting == config.iters])
+    try:
+        print_table(dataset, [r for r in recorded(config.out, dataset) if r.iterations_setting == config.iters])
+    except run.REFUSALS as e:  # a damaged records file, say
+        print(f"error: no table: {e}", file=sys.stderr)
+        return exit_codes.worst(rc, exit_codes.REFUSED)
     return rc
 
 

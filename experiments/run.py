@@ -26,26 +26,34 @@ drift of the machine does not land on one backend. Runs already recorded are ski
 """
 import argparse
 import signal
+import subprocess
 import sys
 from pathlib import Path
 
 import toolchain
 from data_prep import backends, datasets, locations, options
 from data_prep.cache import CacheError
-from experiments import caffe_log, machines, runner, training
+from experiments import caffe_log, exit_codes, machines, record, runner, training
 from experiments import config as config_module
 from experiments.accelerators import AcceleratorError
 from experiments.cgroup import CgroupError, Limits
-from experiments.record import recorded
 
 
-SOLVERS_FAILED = 1  # exit status: the cells ran, and at least one solver's run failed (recorded as failed)
+SOLVERS_FAILED = exit_codes.SOLVERS_FAILED  # kept for callers that named it here
 
 SHORT_HELP_END = """Each run prints what it made the cache, its compute, then: wall seconds, start-up, the solver's
 seconds, AU (accelerator utilisation: compute time over the solver's time; >= 90%: the accelerator
 was fed). Exit status: 0 every solver finished; 1 some solver failed (recorded as failed, its log
-named); 2 refused (bad input, missing privilege); 130 interrupted. Backends' read options (LMDB read paths, Redis prefetching, a network delay) and the
+named); 2 refused (bad input, missing privilege, a damaged records file); 3 training stalled or a
+step timed out; 4 internal error (a line names the log holding it; a record not written);
+130 interrupted. Over several cells the worst wins (130 > 4 > 2 > 3 > 1), the others said too.
+Backends' read options (LMDB read paths, Redis prefetching, a network delay) and the
 long description: --help-all. In depth: docs/running.md."""
+
+# what refuses a run (exit 2); a damaged records file too, where experiments.record defines it
+REFUSALS = (CacheError, CgroupError, runner.RunError, AcceleratorError, datasets.SourceError,
+            toolchain.MissingBuild, caffe_log.LogError) + tuple(filter(None, [getattr(record, "RecordsDamaged", None)]))
+STALLS = (training.Stalled, subprocess.TimeoutExpired)  # exit 3
 
 
 def parser(full=True):
@@ -148,7 +156,7 @@ def recorded_runs(config, ok_only=True):
     _, accelerator = compute_choice(config)
     limits = limits_choice(config)
     reading = read_choice(config)
-    return [r for r in recorded(config.out, config.dataset)
+    return [r for r in record.recorded(config.out, config.dataset)
             if not r.superseded and (r.ok or not ok_only)
             and _same_setup(r, limits, accelerator, _read_for(r.backend, reading), config)]
 
@@ -194,56 +202,83 @@ def run(config):
               "the data several times what memory leaves to the page cache, a few passes over it; "
               "--count, --mem-limit or --iters choose otherwise", file=sys.stderr)
     gpu, accelerator = compute_choice(config)
-    from data_prep import build
+    records, log = [], lambda m: print(m, file=sys.stderr)
     try:
-        limits = limits_choice(config)
-        if config.concurrent < 1:
-            raise datasets.SourceError("--concurrent must be at least 1")
-        reading = read_choice(config)
-        done = {(r.backend, r.cache, r.repeat) for r in recorded_runs(config)}
-        cells = plan(config.dataset, config.backend, config.cache, config.repeats, reading[1])
-        _check_read_flags(cells, reading)
-        build.prepare_missing(config.dataset, sorted({b for b, _, _ in cells}), config.data, count=config.count,
-                              log=lambda m: print(m, file=sys.stderr), location_options=reading[1])
-        if accelerator:
-            print(f"Compute: emulated {accelerator} (models/accelerators.json) inside real Caffe; "
-                  f"the data path is real.", file=sys.stderr)
-        elif gpu < 0:
-            print("Compute: the real CPU (this Caffe has no CUDA, or --cpu): slow for the stock solvers.",
-                  file=sys.stderr)
-        records = []
-        for position, (backend, cache_state, repeat) in enumerate(cells):
-            if (backend, cache_state, repeat) in done and not config.again:
-                print(f"{config.dataset} {backend} {cache_state} (repeat {repeat}): already recorded", file=sys.stderr)
-                continue
-            read_options, location_options = _read_for(backend, reading)
-            spec = runner.RunSpec(config.dataset, backend, cache_state, repeat, config.iters, config.test_interval,
-                                  read_options=read_options, location_options=location_options,
-                                  concurrent=config.concurrent, client_hosts=config.client_hosts,
-                                  gpu=gpu, accelerator=accelerator, data_root=Path(config.data), results=Path(config.out),
-                                  limits=limits, cold_fallback=config.cold_fallback, seed=config.seed,
-                                  plan={"position": position, "cells": len(cells), "order": "interleaved"},
-                                  iterations_reason=config.iters_reason, progress=not config.quiet, config=config)
-            records += runner.run_group(spec, log=lambda m: print(m, file=sys.stderr))
-    except (CacheError, CgroupError, runner.RunError, AcceleratorError, datasets.SourceError,
-            toolchain.MissingBuild, training.Stalled, caffe_log.LogError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+        asked = _checked(config)  # bad input refused at once, not after another run.py is done
+        with runner.run_lock(log):  # what is recorded, preparing and training: one run.py at a time
+            _run_cells(config, gpu, accelerator, asked, records)
+    except REFUSALS as e:
+        return _ended(records, exit_codes.REFUSED, f"error: {e}")
+    except STALLS as e:
+        return _ended(records, exit_codes.STALLED, f"error: {e}")
+    except runner.RecordNotWritten as e:
+        return _ended(records, exit_codes.INTERNAL, f"error: {e}")
     except KeyboardInterrupt:
-        print("interrupted: the run in progress was not recorded", file=sys.stderr)
-        return 130
+        return _ended(records, exit_codes.INTERRUPTED, "interrupted: the run in progress was not recorded")
+    except Exception as e:  # noqa: BLE001 -- a fault of this code: one line naming the traceback's log
+        _failures_said(records)
+        return exit_codes.internal_error(e, Path(config.out) / config.dataset)
     return _failures_said(records)
 
 
+def _checked(config):
+    """(limits, reading, cells) the configuration asks, each checked."""
+    limits = limits_choice(config)
+    if config.concurrent < 1:
+        raise datasets.SourceError("--concurrent must be at least 1")
+    reading = read_choice(config)
+    cells = plan(config.dataset, config.backend, config.cache, config.repeats, reading[1])
+    _check_read_flags(cells, reading)
+    return limits, reading, cells
+
+
+def _run_cells(config, gpu, accelerator, asked, records):
+    """Prepares missing data and runs the planned cells not yet recorded, appending their Records
+    to `records`; under the run lock, so that what is recorded is read after any other run.py of
+    this user has ended."""
+    from data_prep import build
+    limits, reading, cells = asked
+    done = {(r.backend, r.cache, r.repeat) for r in recorded_runs(config)}
+    build.prepare_missing(config.dataset, sorted({b for b, _, _ in cells}), config.data, count=config.count,
+                          log=lambda m: print(m, file=sys.stderr), location_options=reading[1])
+    if accelerator:
+        print(f"Compute: emulated {accelerator} (models/accelerators.json) inside real Caffe; "
+              f"the data path is real.", file=sys.stderr)
+    elif gpu < 0:
+        print("Compute: the real CPU (this Caffe has no CUDA, or --cpu): slow for the stock solvers.",
+              file=sys.stderr)
+    for position, (backend, cache_state, repeat) in enumerate(cells):
+        if (backend, cache_state, repeat) in done and not config.again:
+            print(f"{config.dataset} {backend} {cache_state} (repeat {repeat}): already recorded", file=sys.stderr)
+            continue
+        read_options, location_options = _read_for(backend, reading)
+        spec = runner.RunSpec(config.dataset, backend, cache_state, repeat, config.iters, config.test_interval,
+                              read_options=read_options, location_options=location_options,
+                              concurrent=config.concurrent, client_hosts=config.client_hosts,
+                              gpu=gpu, accelerator=accelerator, data_root=Path(config.data), results=Path(config.out),
+                              limits=limits, cold_fallback=config.cold_fallback, seed=config.seed,
+                              plan={"position": position, "cells": len(cells), "order": "interleaved"},
+                              iterations_reason=config.iters_reason, progress=not config.quiet, config=config)
+        records += runner.run_group(spec, log=lambda m: print(m, file=sys.stderr))
+
+
+def _ended(records, code, line):
+    """The status of a run stopped by an error: the worst of it and the failed solvers before
+    it, both said (the failures first)."""
+    failed = _failures_said(records)
+    print(line, file=sys.stderr)
+    return exit_codes.worst(code, failed)
+
+
 def _failures_said(records):
-    """0 when every solver run here finished, else SOLVERS_FAILED, having said how many failed and where."""
+    """OK when every solver run here finished, else SOLVERS_FAILED, having said how many failed and where."""
     failed = [r for r in records if not r.ok]
     if not failed:
-        return 0
+        return exit_codes.OK
     cells = sorted({f"{r.backend} {r.cache}" for r in failed})
     print(f"error: {len(failed)} of {len(records)} solvers failed ({', '.join(cells)}); each is recorded as "
           "failed, its log named above", file=sys.stderr)
-    return SOLVERS_FAILED
+    return exit_codes.SOLVERS_FAILED
 
 
 if __name__ == "__main__":

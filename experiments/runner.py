@@ -25,6 +25,7 @@ import toolchain
 from data_prep import backends, cache, datasets, locations
 from data_prep import manifest as manifest_file
 from experiments import accelerators, caffe_log, cgroup, hosts, proctrack
+from experiments import record as record_module
 from experiments.record import NEEDS, Record, append, cache_state
 from experiments.training import Progress, child_setup, train_all
 from models.nets import SolverSettings, write_net_files
@@ -37,6 +38,10 @@ LOCK = toolchain.RUN_LOCK  # one run at a time per user
 
 class RunError(RuntimeError):
     pass
+
+
+# a failed append: the OS's error, or the one experiments.record raises for a short write
+RECORD_WRITE_ERRORS = (OSError,) + tuple(filter(None, [getattr(record_module, "RecordWriteError", None)]))
 
 
 @dataclass
@@ -161,7 +166,7 @@ def run(spec, log=print):
 
 def run_group(spec, log=print):
     """Run one cell with spec.concurrent solvers at once; return their Records."""
-    with _run_lock(log):
+    with run_lock(log):
         try:
             toolchain.check_not_swapped()
         except toolchain.MissingBuild as e:
@@ -169,8 +174,53 @@ def run_group(spec, log=print):
         return _run_locked(spec, log)
 
 
+class RecordNotWritten(RuntimeError):
+    """A run finished, but its record could not be appended (the records file's write failed)."""
+
+
+# this process's holds of the run lock: a second flock of it on a new descriptor would wait for
+# the first for ever, so a caller already holding it (run.py across its plan) is let through
+_lock_depth = 0
+
+
+@contextmanager
+def run_lock(log):
+    """The user's run lock (one run, or one run.py's plan, at a time), waited for with a line
+    naming its holder; re-entrant within a process."""
+    global _lock_depth
+    if _lock_depth:
+        _lock_depth += 1
+        try:
+            yield
+        finally:
+            _lock_depth -= 1
+        return
+    with _run_lock(log):
+        _lock_depth = 1
+        try:
+            yield
+        finally:
+            _lock_depth = 0
+
+
+_held_fd = None  # the run lock's descriptor while this process holds it
+
+
+def _drop_lock_in_child():
+    """A forked child (a preparation's worker process) lets go of the run lock: it would
+    otherwise hold it after this process died. Its descriptor now reads /dev/null."""
+    if _held_fd is not None:
+        null = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
+        os.dup2(null, _held_fd, inheritable=False)
+        os.close(null)
+
+
+os.register_at_fork(after_in_child=_drop_lock_in_child)
+
+
 @contextmanager
 def _run_lock(log):
+    global _held_fd
     LOCK.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     try:
         fd = os.open(LOCK, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
@@ -189,7 +239,11 @@ def _run_lock(log):
         lock.truncate()
         lock.write(f"pid {os.getpid()}, {' '.join(psutil.Process().cmdline())[:200]}\n")
         lock.flush()
-        yield
+        _held_fd = fd
+        try:
+            yield
+        finally:
+            _held_fd = None
 
 
 def _resolve(spec, log, gpu_model=None):
@@ -299,18 +353,42 @@ def _run_locked(spec, log):
         run.group = (cgroup.create(spec.limits.for_solvers(spec.concurrent), run.group_id, run.location,
                                    limit_reads_now=False)
                      if spec.limits.any() else None)
-        trainings, how, resident, monitor = _train(run)
-        shared = _shared_fields(run, how, resident, monitor, env)
+        trainings, how, resident, monitor_csv = _train(run)
+        errors = {}
+        monitor = _measuring(errors, run.log)("monitor", lambda: summarize_monitor(monitor_csv))
+        shared = _shared_fields(run, how, resident, monitor, env, errors)
         together = ({"group": run.group_id, "solvers": spec.concurrent,
                      "makespan_seconds": round(max(t.wall for t in trainings), 3),
-                     "device_read_bytes": monitor.get("read_bytes_total")}
+                     "device_read_bytes": (monitor or {}).get("read_bytes_total")}
                     if spec.concurrent > 1 or spec.client_hosts else None)
-        return [_record(run, run_id, t, shared, dict(together, member=i, **_placed(spec, i)) if together else None)
-                for i, (run_id, t) in enumerate(zip(run.run_ids, trainings))]
+        return _record_all(run, trainings, shared, together)
     finally:
         run.location.close()
         if run.group:
             run.group.remove()
+
+
+def _record_all(run, trainings, shared, together):
+    """Every solver's Record, appended: one whose record cannot be written does not keep the
+    others from theirs; then RecordNotWritten names those lost."""
+    records, lost, unexpected = [], [], None
+    for i, (run_id, t) in enumerate(zip(run.run_ids, trainings)):
+        concurrent = dict(together, member=i, **_placed(run.spec, i)) if together else None
+        try:
+            records.append(_record(run, run_id, t, shared, concurrent))
+        except RECORD_WRITE_ERRORS as e:
+            lost.append(f"{run_id}: {e}")
+            run.log(f"  the record of {run_id} was not written: {e}")
+        except Exception as e:  # noqa: BLE001 -- a fault of this code: the other solvers are still recorded
+            unexpected = unexpected or e
+            run.log(f"  the record of {run_id} was not made: {type(e).__name__}: {e}")
+    if unexpected:
+        raise unexpected
+    if lost:
+        raise RecordNotWritten(f"{len(lost)} of {len(trainings)} records not written to "
+                               f"{Path(run.spec.results) / run.dataset.name / 'records.jsonl'} "
+                               f"(the runs' folders are kept): {'; '.join(lost)}"[:1500])
+    return records
 
 
 def _host_of(spec, member):
@@ -322,12 +400,11 @@ def _placed(spec, member):
     return {"client_hosts": len(spec.client_hosts), "host": _host_of(spec, member)} if spec.client_hosts else {}
 
 
-def _shared_fields(run, how, resident, monitor, env):
+def _shared_fields(run, how, resident, monitor, env, errors):
     """What every solver of the run shares, measured once. A measurement that fails after the
-    training (a server gone, a command the user may not send) is recorded as that error: the
-    run's record is never lost to it."""
+    training (a server gone, a command the user may not send) is recorded as that error, in
+    `errors` (field -> error, those already met kept): the run's record is never lost to it."""
     spec, group, manifest = run.spec, run.group, run.manifest
-    errors = {}
     measured = _measuring(errors, run.log)
     return dict(
         dataset=run.dataset.name, backend=run.backend.name, cache=spec.cache, repeat=spec.repeat,
@@ -391,6 +468,7 @@ def _train(run):
                                 "--interval", str(spec.monitor_interval)] + (["--device", device] if device else []),
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, preexec_fn=child_setup())
     try:
+        _await_monitor(monitor, monitor_csv, run.log)
         commands = [(_placed_command(spec, i, run.backend.train_command(run_dir / "solver.prototxt", run.dest,
                                                                          run.dataset, spec.gpu)), run_dir)
                     for i, run_dir in enumerate(run.run_dirs)]
@@ -399,13 +477,42 @@ def _train(run):
         _remove_leftovers(run, "by an earlier run")
         trainings = train_all(commands, child_env, group, progress)
     finally:
-        monitor.send_signal(signal.SIGTERM)
-        monitor.wait()
+        _stop_monitor(monitor, run.log)
         _remove_leftovers(run, "by solvers that died (no process holds it)")
         for run_dir in run.run_dirs:  # trained weights are no result here (CaffeNet: 240 MB)
             for f in run_dir.glob("snapshot_iter_*"):
                 f.unlink()
-    return trainings, how, resident, summarize_monitor(monitor_csv)
+    return trainings, how, resident, monitor_csv
+
+
+MONITOR_READY_SECONDS = 30  # the sampler's start (Python, psutil, NVML) on a busy machine
+MONITOR_STOP_SECONDS = 10
+
+
+def _await_monitor(monitor, monitor_csv, log):
+    """Until the sampler has written its CSV's header: it then handles SIGTERM (a solver that
+    dies at once would otherwise stop it before it could, and leave no CSV). Bounded: a sampler
+    that exits or is slow is said, and the run goes on (its summary is then a measurement error)."""
+    deadline = time.monotonic() + MONITOR_READY_SECONDS
+    while time.monotonic() < deadline:
+        if monitor_csv.exists() and monitor_csv.stat().st_size > 0:
+            return
+        if monitor.poll() is not None:
+            log(f"  the monitor (monitor/sampler.py) exited at its start (exit {monitor.returncode}): "
+                "the run is not monitored")
+            return
+        time.sleep(0.02)
+    log(f"  the monitor wrote no {monitor_csv.name} within {MONITOR_READY_SECONDS} s: training starts without waiting")
+
+
+def _stop_monitor(monitor, log):
+    monitor.send_signal(signal.SIGTERM)
+    try:
+        monitor.wait(MONITOR_STOP_SECONDS)
+    except subprocess.TimeoutExpired:
+        log(f"  the monitor did not stop within {MONITOR_STOP_SECONDS} s of SIGTERM: killed")
+        monitor.kill()
+        monitor.wait()
 
 
 def _placed_command(spec, member, argv):
@@ -431,32 +538,42 @@ def _warm_program(cmd, env, group):
 
 
 def _record(run, run_id, training, shared, concurrent):
-    """One solver's Record, from its log and process, with the run's shared fields; appended."""
+    """One solver's Record, from its log and process, with the run's shared fields; appended.
+    Each measurement is guarded (a failure is a measurement_errors entry); only the append may raise."""
     rc, run_dir, spec = training.returncode, training.run_dir, run.spec
-    log_text = (run_dir / "caffe.log").read_text(errors="replace")
+    errors = dict(shared["measurement_errors"] or {})
+    measured = _measuring(errors, run.log)
+    log_text = measured("caffe_log", lambda: (run_dir / "caffe.log").read_text(errors="replace")) or ""
     parsed = caffe_log.parse(log_text)
     first = parsed["first_iteration_at"]
     started = datetime.fromtimestamp(training.started)
-    timed = caffe_log.timing(parsed, run.compute, run.settings.max_iter, run.settings.test_iter,
-                             log=run_dir / "caffe.log")
-    au = timed.pop("au")
+    timed = measured("timing", lambda: caffe_log.timing(parsed, run.compute, run.settings.max_iter,
+                                                        run.settings.test_iter, log=run_dir / "caffe.log")) or {}
+    au = timed.pop("au", None)
     if parsed["failovers"]:  # this solver's reader saw a Redis master fail over to its replica
-        failovers = [dict(f, **run.location.failover_phases(f)) for f in parsed["failovers"]]
+        failovers = [dict(f, **(measured("location.failovers", lambda f=f: run.location.failover_phases(f)) or {}))
+                     for f in parsed["failovers"]]
         shared = dict(shared, location=dict(shared["location"] or {}, failovers=failovers))
+    startup = (measured("startup_seconds", lambda: round(((parsed["initial_test_at"] or first) - started)
+                                                         .total_seconds(), 3)) if first else None)
     record = Record(
-        run_id=run_id, **shared, status="ok" if rc == 0 and parsed["done"] else "failed", returncode=rc,
+        run_id=run_id, **dict(shared, measurement_errors=errors or None),
+        status="ok" if rc == 0 and parsed["done"] else "failed", returncode=rc,
         iterations=parsed["last_iteration"], wall_seconds=round(training.wall, 3),
-        startup_seconds=round(((parsed["initial_test_at"] or first) - started).total_seconds(), 3) if first else None,
+        startup_seconds=startup,
         **timed, solver_seconds=parsed["solver_seconds"],
         iterations_per_second=(parsed["last_iteration"] / parsed["solver_seconds"] if parsed["solver_seconds"] else None),
         test_accuracy=parsed["test_accuracy"], test_loss=parsed["test_loss"], test_iteration=parsed["test_iteration"],
         first_loss=parsed["first_loss"], final_loss=parsed["final_loss"],
         au=au, concurrent=concurrent, shared_rings=caffe_log.shared_rings(log_text) or None,
         command=training.cmd, process=training.process,
-        training_cpu_seconds=_training_cpu(training, parsed, first, started),
+        training_cpu_seconds=measured("training_cpu_seconds", lambda: _training_cpu(training, parsed, first, started)),
         run_dir=str(run_dir.relative_to(spec.results)), finished=time.strftime("%Y-%m-%dT%H:%M:%S"))
     append(Path(spec.results) / shared["dataset"] / "records.jsonl", record)
-    _report(run, record, training, parsed, au, concurrent)
+    try:
+        _report(run, record, training, parsed, au, concurrent)
+    except Exception as e:  # noqa: BLE001 -- the record is written; its summary line is not worth the run
+        run.log(f"  {run_id}: recorded, but its summary line failed: {type(e).__name__}: {e}")
     return record
 
 

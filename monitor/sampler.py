@@ -71,6 +71,7 @@ def run(out, device, interval):
     with open(out, "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(FIELDS)
+        f.flush()  # the runner starts the training once it sees this header: SIGTERM is handled by then
         next_t = start + interval
         while not stop:
             time.sleep(max(0.0, next_t - time.time()))
@@ -97,6 +98,8 @@ def main(argv=None):
     p.add_argument("--device", help="block device name as in /proc/diskstats (default: all disks)")
     p.add_argument("--interval", type=float, default=1.0)
     a = p.parse_args(argv)
+    if not a.interval > 0:
+        p.error(f"--interval must be above 0 seconds, not {a.interval:g}")
     run(a.out, a.device, a.interval)
 
 

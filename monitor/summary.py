@@ -13,6 +13,9 @@ assert set(LEVELS + COUNTS) <= set(FIELDS), "a summarized column the sampler doe
 
 
 def summarize(csv_path):
+    if not Path(csv_path).exists():
+        raise FileNotFoundError(f"{csv_path}: no monitor CSV (the sampler did not start, or was stopped "
+                                "before it wrote one)")
     with open(csv_path) as f:
         rows = list(csv.DictReader(f))
     out = {"samples": len(rows)}
