@@ -50,10 +50,11 @@ step timed out; 4 internal error (a line names the log holding it; a record not 
 Backends' read options (LMDB read paths, Redis prefetching, a network delay) and the
 long description: --help-all. In depth: docs/running.md."""
 
-# what refuses a run (exit 2); a damaged records file too, where experiments.record defines it
+# what refuses a run (exit 2), a damaged records file among them
 REFUSALS = (CacheError, CgroupError, runner.RunError, AcceleratorError, datasets.SourceError,
-            toolchain.MissingBuild, caffe_log.LogError) + tuple(filter(None, [getattr(record, "RecordsDamaged", None)]))
-STALLS = (training.Stalled, subprocess.TimeoutExpired)  # exit 3
+            toolchain.MissingBuild, caffe_log.LogError, record.RecordsDamaged)
+# exit 3: training stalled, a step timed out, or the records' lock was held past its wait
+STALLS = (training.Stalled, subprocess.TimeoutExpired, record.RecordsLocked)
 
 
 def parser(full=True):

@@ -41,7 +41,7 @@ class RunError(RuntimeError):
 
 
 # a failed append: the OS's error, or the one experiments.record raises for a short write
-RECORD_WRITE_ERRORS = (OSError,) + tuple(filter(None, [getattr(record_module, "RecordWriteError", None)]))
+RECORD_WRITE_ERRORS = (record_module.RecordWriteError, OSError)  # OSError: whatever else the write met
 
 
 @dataclass
