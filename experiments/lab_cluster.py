@@ -12,6 +12,7 @@ The servers stop with the hosts. Their configuration goes in on stdin, so no pas
 argv; the password file is the user's alone (mode 600), as data_prep.redis_cluster.external asks.
 """
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -32,8 +33,9 @@ def server_program(kind):
     if kind == "redis":
         return "redis-server"
     if kind == "valkey":
+        # SIGTERM: the script's exit trap removes its half-unpacked folder
         p = subprocess.run([str(toolchain.ROOT / "scripts" / "valkey.sh")], capture_output=True, text=True,
-                           preexec_fn=processes.child_setup())
+                           preexec_fn=processes.child_setup(death_signal=signal.SIGTERM))
         if p.returncode != 0:
             raise LabError(f"scripts/valkey.sh could not fetch Debian's valkey-server: {p.stderr.strip()[-500:]}")
         return p.stdout.strip()

@@ -28,7 +28,9 @@ def kill_benchmark_while(argv, program, tmp_path):
     of it running `program` and stops that child, SIGKILLs the benchmark, and asserts that no
     marked process is left within GONE_WAIT_S."""
     mark = uuid.uuid4().hex
-    env = dict(os.environ, IMGSTORE_LOCK=str(tmp_path / "run.lock"), **{MARK: mark})
+    scratch = tmp_path / "tmp"  # the benchmark's temporary folders, which its SIGKILL leaves
+    scratch.mkdir()
+    env = dict(os.environ, IMGSTORE_LOCK=str(tmp_path / "run.lock"), TMPDIR=str(scratch), **{MARK: mark})
     bench = subprocess.Popen(argv, env=env, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                              text=True)
     try:
