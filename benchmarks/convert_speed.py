@@ -14,6 +14,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import processes
 import toolchain
 from data_prep import build
 from data_prep.datasets import imagenet
@@ -55,7 +56,7 @@ def main(argv=None):
         t = time.time()
         subprocess.run([str(toolchain.caffe_tool("convert_imageset")), "--resize_height=256", "--resize_width=256",
                         str(tree / "train") + "/", str(work / "list.txt"), str(work / "caffe_lmdb")],
-                       check=True, capture_output=True)
+                       check=True, capture_output=True, preexec_fn=processes.child_setup())
         caffe_s = time.time() - t
         t = time.time()
         build.prepare("imagenet", ["lmdb"], work / "ours", source_path=tree, jobs=a.jobs, progress=False,

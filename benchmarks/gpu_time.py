@@ -37,6 +37,7 @@ import caffe  # noqa: E402
 from caffe import layers as L  # noqa: E402
 
 from experiments import caffe_log  # noqa: E402
+import processes  # noqa: E402
 import toolchain  # noqa: E402
 from data_prep import datasets  # noqa: E402
 from models.nets import net_proto, solver_text  # noqa: E402
@@ -82,7 +83,8 @@ def run_caffe(args, device, cwd=None):
     """Caffe's command-line tool on `device` (-1: CPU); returns its log, or stops with its tail."""
     cmd = [str(toolchain.caffe_tool("caffe")), *args] + ([f"--gpu={device}"] if device >= 0 else [])
     out = subprocess.run(cmd, capture_output=True, text=True, cwd=cwd,
-                         env=dict(os.environ, GLOG_logtostderr="1", GLOG_minloglevel="0"))
+                         env=dict(os.environ, GLOG_logtostderr="1", GLOG_minloglevel="0"),
+                         preexec_fn=processes.child_setup())
     if out.returncode:
         raise SystemExit(f"caffe {args[0]} failed:\n{out.stderr[-2000:]}")
     return out.stderr

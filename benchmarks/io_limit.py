@@ -18,6 +18,7 @@ import time
 import uuid
 from pathlib import Path
 
+import processes
 from data_prep import cache, locations
 from experiments import cgroup, machines
 from monitor.sampler import disk_reads
@@ -45,7 +46,7 @@ def cold_read(folder, device, group=None):
     before = disk_reads(device)
     t = time.perf_counter()
     subprocess.run([sys.executable, "-c", READER, str(folder)], check=True,
-                   preexec_fn=group.enter if group else None)
+                   preexec_fn=processes.child_setup(group))
     seconds = time.perf_counter() - t
     after = disk_reads(device)
     return seconds, after[1] - before[1], after[0] - before[0]

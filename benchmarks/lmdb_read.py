@@ -30,6 +30,7 @@ import time
 import uuid
 from pathlib import Path
 
+import processes
 import toolchain
 from data_prep import build, cache, datasets, disk, locations
 from data_prep.backends import lmdb_store
@@ -51,7 +52,7 @@ print(time.time() - start)
 
 def timed(cmd, group):
     start = time.time()
-    p = subprocess.run(cmd, capture_output=True, text=True, preexec_fn=group.enter if group else None)
+    p = subprocess.run(cmd, capture_output=True, text=True, preexec_fn=processes.child_setup(group))
     if p.returncode != 0:
         raise RuntimeError(f"{cmd[0]} failed: {p.stderr[-1500:]}")
     return time.time() - start, p.stdout

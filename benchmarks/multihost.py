@@ -32,6 +32,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import processes
 import toolchain
 from data_prep import datasets
 from data_prep.redis_cluster import external as redis_external
@@ -105,7 +106,7 @@ def sweep_arguments(dataset, sweep_options, seeds, clients, data, out):
 def inside(net, script_args, env):
     """One of the project's scripts run inside client-0."""
     argv = net.command("client-0", [str(toolchain.PYTHON), str(toolchain.ROOT / script_args[0]), *script_args[1:]])
-    p = subprocess.run(argv, env=env, cwd=toolchain.ROOT)
+    p = subprocess.run(argv, env=env, cwd=toolchain.ROOT, preexec_fn=processes.child_setup())
     if p.returncode != 0:
         raise SystemExit(f"{script_args[0]} failed inside client-0 (exit {p.returncode}); its error is above")
 

@@ -50,6 +50,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if __name__ == "__main__":  # as a script its folder leads sys.path, and this file would hide the peers package
     sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 
+import processes  # noqa: E402
 import toolchain  # noqa: E402
 from analysis.peers import left_out, median_range, row_label, summarise  # noqa: E402
 from data_prep import backends, build, cache, datasets  # noqa: E402
@@ -168,7 +169,8 @@ def run_cell(cell, files=None, timeout=900):
     else:
         cmd = [str(PEERS_PYTHON), str(ROOT / "peers" / "loaders.py"), json.dumps(cell)]
     with tempfile.TemporaryFile("w+") as err:
-        p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err)
+        p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err,
+                             preexec_fn=processes.child_setup())
         try:
             lines = answer_clock(p, cell.get("cache"), files, time.monotonic() + timeout)
             p.wait(timeout=10)

@@ -31,6 +31,7 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
+import processes
 import toolchain
 from benchmarks import redis_bench
 from data_prep import build, datasets
@@ -140,7 +141,7 @@ def net_file(path, data, cluster, prefix, dataset, depth, out_of_order, lmdb=Non
 def measure(path, seconds):
     """(images/s after warming up, seconds the warm-up took)"""
     p = subprocess.run([str(toolchain.PYTHON), "-c", MEASURE, str(path), str(seconds)], capture_output=True,
-                       text=True, timeout=600)
+                       text=True, timeout=600, preexec_fn=processes.child_setup())
     if p.returncode != 0:
         raise RuntimeError(f"the measuring net failed:\n{p.stderr[-2000:]}")
     rate, warm_up = map(float, p.stdout.strip().splitlines()[-1].split())

@@ -16,6 +16,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import processes
 import toolchain
 from data_prep import build
 from experiments import runner
@@ -24,7 +25,7 @@ from experiments import runner
 def bare_run(solver):
     t = time.time()
     subprocess.run([str(toolchain.caffe_tool("caffe")), "train", f"--solver={solver}"],
-                   check=True, capture_output=True, cwd=solver.parent)
+                   check=True, capture_output=True, cwd=solver.parent, preexec_fn=processes.child_setup())
     return time.time() - t
 
 

@@ -124,8 +124,9 @@ link_result() {
   ln -sfn "$dir/install" "$root/.build/caffe"
   ln -sfn "$dir/build" "$root/.build/caffe-build"
   # make `import caffe` work in the venv
-  "$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])' |
-    xargs -I{} sh -c "echo '$root/.build/caffe/python' > {}/caffe.pth"
+  local purelib
+  purelib=$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+  printf '%s\n' "$root/.build/caffe/python" > "$purelib/caffe.pth"
   echo "$key" > "$root/.build/caffe.key"
 }
 

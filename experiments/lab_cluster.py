@@ -12,11 +12,13 @@ The servers stop with the hosts. Their configuration goes in on stdin, so no pas
 argv; the password file is the user's alone (mode 600), as data_prep.redis_cluster.external asks.
 """
 import os
+import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+import processes
 import toolchain
 from data_prep.redis_cluster import external as redis_external
 
@@ -31,7 +33,9 @@ def server_program(kind):
     if kind == "redis":
         return "redis-server"
     if kind == "valkey":
-        p = subprocess.run([str(toolchain.ROOT / "scripts" / "valkey.sh")], capture_output=True, text=True)
+        # SIGTERM: the script's exit trap removes its half-unpacked folder
+        p = subprocess.run([str(toolchain.ROOT / "scripts" / "valkey.sh")], capture_output=True, text=True,
+                           preexec_fn=processes.child_setup(death_signal=signal.SIGTERM))
         if p.returncode != 0:
             raise LabError(f"scripts/valkey.sh could not fetch Debian's valkey-server: {p.stderr.strip()[-500:]}")
         return p.stdout.strip()
@@ -83,7 +87,8 @@ class LabCluster:
     def _form(self, timeout):
         p = subprocess.run(self.net.command(self.client, [str(toolchain.PYTHON), "-m", "experiments.lab_cluster",
                                                           "form", self.seeds, str(timeout)]),
-                           input=self.admin, capture_output=True, text=True, cwd=toolchain.ROOT, timeout=timeout + 30)
+                           input=self.admin, capture_output=True, text=True, cwd=toolchain.ROOT, timeout=timeout + 30,
+                           preexec_fn=processes.child_setup())
         if p.returncode != 0:
             logs = ", ".join(str(self.home / h / "server.log") for h in self.servers)
             raise LabError(f"the lab cluster at {self.seeds} did not form: {p.stderr.strip()[-500:]} (logs: {logs})")
