@@ -283,42 +283,48 @@ def _missed_note(found):
 FIGURE_TITLE = "The paper's 2016 machine, emulated on a 2-core VM (n = 3 per bar)"
 
 
-def figure(found, out, folder=PAPER2016, title=FIGURE_TITLE):
+def figure(found, out, folder=PAPER2016, title=FIGURE_TITLE, column="seconds"):
     """Per dataset, the emulated 2016 machine's seconds per backend, warm and cold (log scale), with
     the paper's stated seconds marked: the paper's machine, so its numbers belong on it; folder:
-    the 2016 machine's records (their iterations), title: the figure's."""
+    the 2016 machine's records (their iterations), title: the figure's; column "au": the emulated
+    H100's AU instead (a linear scale, the 90% goal drawn), where no 2016 cell was measured."""
+    au = column == "au"
     plt = pyplot()
     from matplotlib.ticker import FuncFormatter
     present = [d for d in datasets.REGISTRY if any(r["dataset"] == d for r in found)]
-    fig, axes = plt.subplots(1, len(present), figsize=(3.4 * len(present), 3.6), squeeze=False)
+    fig, axes = plt.subplots(1, len(present), figsize=(max(5.0, 3.4 * len(present)), 3.6), squeeze=False)
     for ax, dataset in zip(axes[0], present):
-        mine = [r for r in found if r["dataset"] == dataset and any(r["seconds"])]
+        mine = [r for r in found if r["dataset"] == dataset and any(r[column])]
         for i, r in enumerate(mine):
             colour = backends.get(r["backend"]).color
             for j, cache in enumerate(CACHES):
-                cell = r["seconds"][j]
+                cell = r[column][j]
                 if cell:
-                    ax.bar(i + (j - 0.5) * 0.4, cell[0], 0.4, color=colour, alpha=1.0 if cache == "warm" else 0.5,
+                    ax.bar(i + (j - 0.5) * 0.4, cell[0] * (100 if au else 1), 0.4, color=colour, alpha=1.0 if cache == "warm" else 0.5,
                            edgecolor="black", linewidth=0.4, hatch="xx" if cell[-1] else None)
-                if r["paper"][j]:
+                if r["paper"][j] and not au:
                     ax.plot(i + (j - 0.5) * 0.4, r["paper"][j], marker="_", markersize=14, color="black", mew=2)
-        ax.set_yscale("log")
-        plain = FuncFormatter(lambda v, _: f"{v:g}" if f"{v:g}"[0] in "125" else "")
-        ax.yaxis.set_major_formatter(plain)
-        ax.yaxis.set_minor_formatter(plain)
+        if au:
+            ax.axhline(capacity.THRESHOLD * 100, color="black", linestyle=":", linewidth=1)
+            ax.set_ylim(0, 105)
+        else:
+            ax.set_yscale("log")
+            plain = FuncFormatter(lambda v, _: f"{v:g}" if f"{v:g}"[0] in "125" else "")
+            ax.yaxis.set_major_formatter(plain)
+            ax.yaxis.set_minor_formatter(plain)
         ax.tick_params(axis="y", which="both", labelsize=7)
         ax.set_xticks(range(len(mine)))
         ax.set_xticklabels([backends.get(r["backend"]).name for r in mine], rotation=45, ha="right", fontsize=8)
         iters = iterations(dataset, folder)
         ax.set_title(datasets.get(dataset).label + (f", {iters:,} iterations" if iters else ""), fontsize=9)
-    axes[0][0].set_ylabel("training seconds (log)")
+    axes[0][0].set_ylabel("AU, emulated H100 (%)" if au else "training seconds (log)")
     from matplotlib.patches import Patch
     from matplotlib.lines import Line2D
     fig.legend(handles=[Patch(facecolor="#999999", edgecolor="black", label="warm"),
                         Patch(facecolor="#999999", alpha=0.5, edgecolor="black", label="cold"),
                         Patch(facecolor="#999999", hatch="xx", edgecolor="black", label="partly warm"),
                         Line2D([], [], color="black", marker="_", linestyle="", markersize=12, mew=2,
-                               label="paper (Titan X, 2016)")],
+                               label="paper (Titan X, 2016)")][:3 if au else 4],
                loc="lower center", ncol=4, fontsize=8, frameon=False)
     fig.suptitle(title, fontsize=10)
     fig.tight_layout(rect=(0, 0.08, 1, 1))
@@ -426,8 +432,8 @@ def host_table(folder):
         lines.append(f"| {name} | {backends.get(r['backend']).label} | " + " | ".join(cells) + " | "
                      + " / ".join(stopped_cell(r, j, marks) for j in range(len(CACHES))) + " |")
     counts = {m: sum(1 for v, _ in marks.values() if v == m) for m in (MEASURED, PREDICTED, LEFT)}
-    lines += ["", f"Cells: {counts[MEASURED]} measured, {counts[PREDICTED]} predicted, {counts[LEFT]} left for the "
-              "full run (`imgstore answer` without --quick). n = "
+    lines += ["", f"Cells: {counts[MEASURED]} measured, {counts[PREDICTED]} predicted, {counts[LEFT]} left (not run "
+              "here: `imgstore answer` without --quick or --no-2016 runs them). n = "
               f"{'/'.join(map(str, n_of['seconds'])) or '-'} runs per time, {'/'.join(map(str, n_of['au'])) or '-'} "
               "per AU. Feeds: the largest N at which every solver finished and the median group AU >= 0.90 "
               "(benchmarks/capacity.py's sweep; \">=\" where N + 1 was not reached); \"(predicted)\": from one "
