@@ -13,6 +13,7 @@ import pytest
 
 from conftest import ROOT, given_up
 from analysis import answer
+from experiments import supersede
 from experiments.record import recorded
 
 SCRIPT = str(ROOT / "benchmarks" / "answer_run.py")
@@ -53,6 +54,12 @@ def test_a_quick_answer_makes_its_folder_with_each_cell_marked(tiny_data, tmp_pa
     assert "| left / left |" in row and row.count("(predicted)") >= 2, row
     assert "4 measured" not in table and "2 measured, 2 predicted, 2 left" in table, table
     assert not (out / "capacity").exists()  # --quick sweeps nothing
+    # a superseded run feeds no cell: neither its AU nor the feeds predicted from it
+    warm = next(r for r in records_of(out) if r.cache == "warm")
+    assert supersede.supersede(out / "h100" / "mnist" / "records.jsonl", [warm.run_id], "a test's") == []
+    marks = answer.host_table(out)[1]
+    assert (marks["mnist|images|au|warm"], marks["mnist|images|feeds|warm"]) == ("left", "left"), marks
+    assert (marks["mnist|images|au|cold"], marks["mnist|images|feeds|cold"]) == ("measured", "predicted"), marks
 
 
 def records_of(out):
