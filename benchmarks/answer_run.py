@@ -391,8 +391,7 @@ def write_answer(out, log):
 
 
 def parser():
-    p = argparse.ArgumentParser(prog="imgstore answer", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--quick", action="store_true", help="~10 minutes once the data exists: n = 1, fewer iterations, "
                    "feeds predicted, the 2016 machine's slow cells left")
     p.add_argument("--dry-run", action="store_true", help="print the plan and its time; run nothing")
