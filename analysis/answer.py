@@ -300,7 +300,8 @@ def figure(found, out, folder=PAPER2016, title=FIGURE_TITLE, column="seconds"):
             for j, cache in enumerate(CACHES):
                 cell = r[column][j]
                 if cell:
-                    ax.bar(i + (j - 0.5) * 0.4, cell[0] * (100 if au else 1), 0.4, color=colour, alpha=1.0 if cache == "warm" else 0.5,
+                    ax.bar(i + (j - 0.5) * 0.4, cell[0] * (100 if au else 1), 0.4, color=colour,
+                           alpha=1.0 if cache == "warm" else 0.5,
                            edgecolor="black", linewidth=0.4, hatch="xx" if cell[-1] else None)
                 if r["paper"][j] and not au:
                     ax.plot(i + (j - 0.5) * 0.4, r["paper"][j], marker="_", markersize=14, color="black", mew=2)

@@ -365,11 +365,12 @@ def stop(p):
             p.wait(timeout=30)
 
 
-def host_folder(cores=None, model=None, pixels=None):
+def host_folder(pixels=None):
     """results/answer/<CPU model>-<cores>c-probe<images/s>: this host's answer folder."""
     from experiments.runner import _cpu_model
-    model = re.sub(r"[^A-Za-z0-9]+", "-", re.sub(r"\((R|TM)\)", "", model or _cpu_model() or "unknown-cpu")).strip("-")
-    return catalogue.RESULTS / "answer" / f"{model}-{cores or os.cpu_count()}c-probe{round(pixels) if pixels else '<N>'}"
+    model = re.sub(r"[^A-Za-z0-9]+", "-", re.sub(r"\((R|TM)\)", "", _cpu_model() or "unknown-cpu")).strip("-")
+    probe = round(pixels) if pixels else "<N>"
+    return catalogue.RESULTS / "answer" / f"{model}-{os.cpu_count()}c-probe{probe}"
 
 
 def write_answer(out, log):
