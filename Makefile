@@ -19,8 +19,10 @@ CAPACITY_ARGS ?= --iters 1000 --max 48
 PEERS_ARGS ?=
 # for make host-check: benchmarks/host_check.py's flags, e.g. HOST_CHECK_ARGS="--dry-run" or "--cpus 1" (another shape)
 HOST_CHECK_ARGS ?=
+# for make answer: benchmarks/answer_run.py's flags, e.g. ANSWER_ARGS="--quick" or "--dry-run"
+ANSWER_ARGS ?=
 
-.PHONY: help setup caffe caffe-gpu caffe-gtest venv data-deps test redis-start redis-stop calibration capacity host-check \
+.PHONY: help setup caffe caffe-gpu caffe-gtest venv data-deps test redis-start redis-stop calibration capacity host-check answer \
         report docs peers peers-compare gpu-bundle gpu-data gpu-calibrate docker-cpu docker-gpu docker-test clean
 
 help:
@@ -33,6 +35,8 @@ help:
 	@echo "                     and Redis, ranked, with what stopped each (DATASET=cifar10 ACCEL=titanx2016 ...)"
 	@echo "make host-check      do the committed answers apply to this host? its CPU probe, a few reference cells predicted"
 	@echo "                     from the probes and measured here, ~6 min on 2 cores (HOST_CHECK_ARGS=\"--dry-run\")"
+	@echo "make answer          the README's answer table measured on this host: every dataset x backend, 2016 s, H100 AU"
+	@echo "                     and H100s fed; <= 3 h on 2 cores (ANSWER_ARGS=\"--quick\": ~10 min; \"--dry-run\": the plan)"
 	@echo "make peers           an optional environment (.venv-peers) with NVIDIA DALI 2.4 and PyTorch 2.13, CPU builds"
 	@echo "make peers-compare   Caffe's data path beside DALI and PyTorch's DataLoader on the same LMDB and PNGs, warm and"
 	@echo "                     cold (benchmarks/peers.py, PEERS_ARGS=\"--datasets mnist --rounds 1\"; ~30 min as it is)"
@@ -103,6 +107,9 @@ capacity: setup
 
 host-check: setup
 	@$(IMGSTORE) host-check $(HOST_CHECK_ARGS)
+
+answer: setup
+	@$(IMGSTORE) answer $(ANSWER_ARGS)
 
 calibration: venv
 	@$(IMGSTORE) calibrate fit --check

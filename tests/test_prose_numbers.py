@@ -29,7 +29,7 @@ from analysis import capacity, claims, fidelity, readme
 from experiments import accelerators, data_path_cpu, record
 
 # The pages checked: README.md and every page of docs/ (the script above counts their numbers).
-CHECKED = ("README.md", "docs/architecture.md", "docs/capacity-method.md", "docs/capacity.md", "docs/emulation.md",
+CHECKED = ("README.md", "docs/answer.md", "docs/architecture.md", "docs/capacity-method.md", "docs/capacity.md", "docs/emulation.md",
            "docs/faults.md", "docs/lmdb.md", "docs/peers.md", "docs/redis-method.md", "docs/redis.md",
            "docs/results.md", "docs/running.md", "docs/testing.md")
 
