@@ -88,7 +88,7 @@ def test_the_capacity_row_under_a_quota_counts_the_quota_once():
     n_there = data_path_cpu.cpu_allows(reference)[0]
     here = [made({PIXELS: 600}, limits={"cpu_quota": 0.5})]  # run.py's records carry the unlimited probe
     row = host_check.compare(CAPACITY_CELL, ("ref", reference), here, {PIXELS: 300}, 0.5, {"cpu_quota": 0.5})
-    assert row["predicted_cpu_allows"] == pytest.approx(n_there / 4)
+    assert row["cross_host_predicted_cpu_allows"] == pytest.approx(n_there / 4)
     assert row["measured_cpu_allows"] == pytest.approx(n_there / 4)
 
 
@@ -97,7 +97,7 @@ def test_the_capacity_row_under_a_cpuset_has_its_cores():
     n_there = data_path_cpu.cpu_allows(reference)[0]
     here = [made({PIXELS: 600}, limits={"cpus": 1})]
     row = host_check.compare(CAPACITY_CELL, ("ref", reference), here, {PIXELS: 600}, 1, {"cpus": 1})
-    assert row["predicted_cpu_allows"] == pytest.approx(n_there / 2)
+    assert row["cross_host_predicted_cpu_allows"] == pytest.approx(n_there / 2)
     assert row["measured_cpu_allows"] == pytest.approx(n_there / 2)
 
 
@@ -208,3 +208,4 @@ def test_the_block_in_the_docs_is_the_one_the_records_make():
     shown = page.split(hosts_table.BEGIN + "\n", 1)[1].split(hosts_table.END, 1)[0]
     assert shown == hosts_table.block(hosts_table.load_checks()), \
         "docs/emulation.md's host checks are stale: run .venv/bin/python -m analysis.hosts_table --write"
+
