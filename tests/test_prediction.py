@@ -304,3 +304,20 @@ def test_the_data_path_probe_on_tiny_data_feeds_the_check(tmp_path):
     assert row["bound"] == "compute" and row["predicted_s"] > 0 and row["cross_host_predicted_s"] > 0
     assert row["measured_n"] == 0 and row["verdict"] == "not measured here"  # the probe's 0 ms runs are not the cell's
 
+
+def test_capacity_predict_prints_each_backends_n_from_a_probe_file(tmp_path):
+    """imgstore capacity --predict's module on a given probe file: nothing run, N per backend at
+    the step time asked; a step time it cannot read is refused (exit 2)."""
+    from experiments import data_path_model
+    probe = tmp_path / "data_path_probe.json"
+    probe.write_text(json.dumps(path_probe(cifar10__lmdb=(300_000, 300_000, 250_000),
+                                           mnist__images=(16_000, 16_000, 12_000))))
+    out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "capacity_predict.py"), "--accelerator", "2.5ms",
+                          "--probe", str(probe), "--cores", "2"], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    n = 2 * 250_000 / data_path_model.needed_per_second("cifar10", "2.5ms")
+    assert f"| cifar10/lmdb | 300,000 (2) | 36,000 | 8.33 | {n:.1f} |" in out.stdout, out.stdout
+    assert "| mnist/images | 16,000 (2) | 23,040 | 0.69 | 0.0 |" in out.stdout, out.stdout  # one thread: too slow
+    bad = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "capacity_predict.py"), "--accelerator", "fast",
+                          "--probe", str(probe)], capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and "unknown accelerator 'fast'" in bad.stderr
