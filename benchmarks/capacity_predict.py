@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """imgstore capacity --predict --accelerator T: each backend's N (the solvers one host feeds at
 AU >= 0.90, as far as the data path's CPU allows) predicted on this host from its data-path probe
 (benchmarks/data_path.py probe(); the model: experiments/data_path_model.py cpu_allows), in
@@ -7,8 +6,10 @@ under the catalogue's host-check, no older than MAX_AGE_H, is used; without one 
 first (about a minute on 2 cores; its data prepared under data/host-check/ where missing) and
 its file is written into this host's host-check folder.
 
-  python benchmarks/capacity_predict.py --accelerator h100
-  python benchmarks/capacity_predict.py --accelerator 2.5ms --probe FILE   # a given probe, nothing run
+  imgstore capacity --predict --accelerator h100
+  imgstore capacity --predict --accelerator 2.5ms --probe FILE   # a given probe, nothing run
+
+main(argv) is called by benchmarks/capacity.py when its arguments hold --predict (that flag taken out).
 
 Exit status: 0 printed; 1 the probe's runs failed; 2 refused (bad input).
 """
@@ -97,6 +98,3 @@ def main(argv=None):
         print(f"failed: {f}")
     return 1 if failed else 0
 
-
-if __name__ == "__main__":
-    sys.exit(main())

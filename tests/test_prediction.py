@@ -305,19 +305,19 @@ def test_the_data_path_probe_on_tiny_data_feeds_the_check(tmp_path):
     assert row["measured_n"] == 0 and row["verdict"] == "not measured here"  # the probe's 0 ms runs are not the cell's
 
 
-def test_capacity_predict_prints_each_backends_n_from_a_probe_file(tmp_path):
+def test_capacity_predict_prints_each_backends_n_from_a_probe_file(tmp_path, capsys):
     """imgstore capacity --predict's module on a given probe file: nothing run, N per backend at
     the step time asked; a step time it cannot read is refused (exit 2)."""
+    from benchmarks import capacity_predict
     from experiments import data_path_model
     probe = tmp_path / "data_path_probe.json"
     probe.write_text(json.dumps(path_probe(cifar10__lmdb=(300_000, 300_000, 250_000),
                                            mnist__images=(16_000, 16_000, 12_000))))
-    out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "capacity_predict.py"), "--accelerator", "2.5ms",
-                          "--probe", str(probe), "--cores", "2"], capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, out.stderr
+    assert capacity_predict.main(["--accelerator", "2.5ms", "--probe", str(probe), "--cores", "2"]) == 0
+    out = capsys.readouterr().out
     n = 2 * 250_000 / data_path_model.needed_per_second("cifar10", "2.5ms")
-    assert f"| cifar10/lmdb | 300,000 (2) | 36,000 | 8.33 | {n:.1f} |" in out.stdout, out.stdout
-    assert "| mnist/images | 16,000 (2) | 23,040 | 0.69 | 0.0 |" in out.stdout, out.stdout  # one thread: too slow
-    bad = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "capacity_predict.py"), "--accelerator", "fast",
-                          "--probe", str(probe)], capture_output=True, text=True, timeout=120)
-    assert bad.returncode == 2 and "unknown accelerator 'fast'" in bad.stderr
+    assert f"| cifar10/lmdb | 300,000 (2) | 36,000 | 8.33 | {n:.1f} |" in out, out
+    assert "| mnist/images | 16,000 (2) | 23,040 | 0.69 | 0.0 |" in out, out  # one thread: too slow
+    with pytest.raises(SystemExit) as refused:
+        capacity_predict.main(["--accelerator", "fast", "--probe", str(probe)])
+    assert refused.value.code == 2 and "unknown accelerator 'fast'" in capsys.readouterr().err
