@@ -9,7 +9,7 @@ experiments/run.py (n rounds, interleaved), and prints per cell the reference, p
 measured solver seconds, measured over predicted, and whether the committed answer applies here
 (measured within 15% of the reference's) or moves (and whether the prediction saw it coming).
 
-  python benchmarks/host_check.py                          # about 5 minutes on a 2-core host
+  python benchmarks/host_check.py                          # about 5 minutes on a 2-core host, its data prepared first
   python benchmarks/host_check.py --dry-run                # the plan, its commands and time
   python benchmarks/host_check.py --cells mnist-lmdb --rounds 1
   python benchmarks/host_check.py --reference FOLDER      # another host's check as reference
