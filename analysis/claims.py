@@ -2614,9 +2614,14 @@ def host_rows(letter, data_path=True):
 
 
 def host_capacity(letter):
+    """A host's capacity row, its checks taken together: the median of each figure over its checks
+    (one check: its own row)."""
     from analysis import hosts_table
-    (row,) = [r for r in hosts_table.capacity_rows(hosts_table.load_checks()) if r["label"].startswith(f"{letter}:")]
-    return row
+    found = [r for r in hosts_table.capacity_rows(hosts_table.load_checks()) if r["label"].startswith(f"{letter}:")]
+    if len(found) == 1:
+        return found[0]
+    together = {k: [r[k] for r in found if r[k] is not None] for k in ("predicted", "measured", "ratio")}
+    return dict(found[-1], **{k: statistics.median(v) if v else None for k, v in together.items()})
 
 
 def check_rows(letter, data_path=True):

@@ -9,6 +9,11 @@ shape: shape_word); checks of one host whose pixel probes lie within one host's 
 data-path-bound where its reference run was or where the prediction says its data path comes
 out from under the compute on this host.
 
+Two predictions per cell where a check has both: the cross-host one (the reference host's runs
+scaled by the two hosts' CPU probes, experiments/prediction.py), which every check has and the
+goal above judges, and, beside it, the one from the host's own data-path probe
+(experiments/data_path_model.py; checks made since host-check ran that probe, "-" in older ones).
+
   python -m analysis.hosts_table            # the block, printed
   python -m analysis.hosts_table --write    # and written into docs/emulation.md between its markers
 """
@@ -91,12 +96,30 @@ def group_hosts(checks):
     return hosts
 
 
+def has_probe_prediction(row):
+    """Whether a host-check.json row was written with the data-path probe's prediction (its
+    cross-host one then under cross_host_*)."""
+    return "cross_host_predicted_s" in row
+
+
+def cross_host(row, key):
+    """A row's field of the cross-host prediction (predicted_s, bound, predicted_cpu_allows), in
+    a check of either format."""
+    return row.get(f"cross_host_{key}") if has_probe_prediction(row) else row.get(key)
+
+
+def probe_predicted(row, key):
+    """A row's field of the data-path probe's prediction, None in a check made before it."""
+    return row.get(key) if has_probe_prediction(row) else None
+
+
 def data_path_bound(row):
     """Whether a cell is judged by the goal: its reference run waited on the data path, or the
     prediction has the data path come out from under the compute here (a compute-bound cell's
     prediction is its reference's seconds exactly until it does)."""
-    predicted, reference = row.get("predicted_s"), row.get("reference_s")
-    return row.get("bound") == "data path" or bool(predicted and reference and predicted > reference * (1 + 1e-9))
+    predicted, reference = cross_host(row, "predicted_s"), row.get("reference_s")
+    return cross_host(row, "bound") == "data path" or bool(
+        predicted and reference and predicted > reference * (1 + 1e-9))
 
 
 def within(ratio):
@@ -118,13 +141,16 @@ def rows(checks):
         letter = chr(ord("A") + i)
         for check in host:
             for r in check.get("rows", []):
-                if r.get("measured_s") is None or r.get("predicted_s") is None:
+                predicted, probed = cross_host(r, "predicted_s"), probe_predicted(r, "predicted_s")
+                if r.get("measured_s") is None or predicted is None:
                     continue
-                ratio = r["measured_s"] / r["predicted_s"]
+                ratio = r["measured_s"] / predicted
+                probe_ratio = r["measured_s"] / probed if probed else None
                 found.append({"host": letter, "label": host_label(letter, check), "folder": check["folder"],
-                              "cell": r["cell"], "data_path": data_path_bound(r), "predicted_s": r["predicted_s"],
+                              "cell": r["cell"], "data_path": data_path_bound(r), "predicted_s": predicted,
                               "measured_s": r["measured_s"], "n": r.get("measured_n"), "ratio": ratio,
-                              "within": within(ratio)})
+                              "within": within(ratio), "probe_predicted_s": probed, "probe_ratio": probe_ratio,
+                              "probe_within": within(probe_ratio) if probed else None})
     return found
 
 
@@ -134,12 +160,15 @@ def capacity_rows(checks):
     for i, host in enumerate(group_hosts(checks)):
         for check in host:
             for r in check.get("rows", []):
-                predicted, measured = r.get("predicted_cpu_allows"), r.get("measured_cpu_allows")
+                predicted, measured = cross_host(r, "predicted_cpu_allows"), r.get("measured_cpu_allows")
+                probed = probe_predicted(r, "predicted_cpu_allows")
                 if predicted is not None and measured is not None:
                     ratio = measured / predicted if predicted else None
+                    probe_ratio = measured / probed if probed else None
                     found.append({"label": host_label(chr(ord("A") + i), check), "cell": r["cell"],
                                   "predicted": predicted, "measured": measured, "ratio": ratio,
-                                  "within": within(ratio)})
+                                  "within": within(ratio), "probe_predicted": probed, "probe_ratio": probe_ratio,
+                                  "probe_within": within(probe_ratio) if probed else None})
     return found
 
 
@@ -172,12 +201,22 @@ def summary(checks, found, capacity):
             + f"; compute-bound cells (not judged): {sum(r['within'] for r in compute)} of {len(compute)} within")
     if capacity:
         text += f"; the N the data path's CPU allows: {sum(r['within'] for r in capacity)} of {len(capacity)} within"
+    probed = [r for r in judged if r["probe_predicted_s"] is not None]
+    if any(r["probe_predicted_s"] is not None for r in found):
+        text += (f". From the host's own data-path probe: data-path-bound cells within {GOAL:.0%}: "
+                 f"{sum(r['probe_within'] for r in probed)} of {len(probed)} (checks made without the probe: -)")
     return text + "."
 
 
+def fmt(x, spec):
+    return "-" if x is None else format(x, spec)
+
+
 def block(checks):
-    """The markdown between the markers: the cells table, the capacity table and the summary."""
+    """The markdown between the markers: the cells table, the capacity table and the summary; the
+    data-path probe's prediction in columns of their own once a check has it."""
     found, capacity = rows(checks), capacity_rows(checks)
+    probed = any(r["probe_predicted_s"] is not None for r in found)
     gpu_hosts = [f for f in gpu_step_folders() if Path(f).name in {c["folder"] for c in checks}]
     lines = [f"**Predicted against measured on every host checked** (`{catalogue.relative('host-check')}/`, "
              "`make host-check`" + "".join(f"; `{f}`" for f in gpu_hosts)
@@ -186,17 +225,25 @@ def block(checks):
              "two hosts' CPU probes (`experiments/prediction.py`) and measured on the host, n runs interleaved. "
              "A host is a CPU model and shape (a cpuset or a CPU quota simulates another), checks whose pixel "
              f"probes lie within {cpu_probe.SAME_HOST_SPREAD:.0%} counted as one; probe: images/s per core. "
-             f"Solver seconds; goal: within {GOAL:.0%} on every data-path-bound cell.", "",
-             "| host | cell | predicted s | measured s (n) | measured / predicted | within 15% |",
-             "|---|---|---|---|---|---|"]
+             f"Solver seconds; goal: within {GOAL:.0%} on every data-path-bound cell."
+             + (" The last columns: each cell predicted from the host's own data-path probe "
+                "(`experiments/data_path_model.py`), - for checks made before it." if probed else ""), "",
+             "| host | cell | predicted s | measured s (n) | measured / predicted | within 15% |"
+             + (" from the data-path probe: predicted s | measured / predicted |" if probed else ""),
+             "|---|---|---|---|---|---|" + ("---|---|" if probed else "")]
     lines += [f"| {r['label']} | {r['cell']}{'' if r['data_path'] else ' (compute-bound)'} | {r['predicted_s']:.2f} | "
               f"{r['measured_s']:.2f} ({r['n']}) | {r['ratio']:.3f} | "
-              f"{yes_no(r['within']) if r['data_path'] else 'not judged'} |" for r in found]
+              f"{yes_no(r['within']) if r['data_path'] else 'not judged'} |"
+              + (f" {fmt(r['probe_predicted_s'], '.2f')} | {fmt(r['probe_ratio'], '.3f')} |" if probed else "")
+              for r in found]
     if capacity:
-        lines += ["", "| host | cell: N the data path's CPU allows | predicted | measured | measured / predicted |",
-                  "|---|---|---|---|---|"]
+        lines += ["", "| host | cell: N the data path's CPU allows | predicted | measured | measured / predicted |"
+                  + (" from the data-path probe: predicted | measured / predicted |" if probed else ""),
+                  "|---|---|---|---|---|" + ("---|---|" if probed else "")]
         lines += [f"| {r['label']} | {r['cell']} | {r['predicted']:.1f} | {r['measured']:.1f} | "
-                  f"{'-' if r['ratio'] is None else format(r['ratio'], '.3f')} |" for r in capacity]
+                  f"{fmt(r['ratio'], '.3f')} |"
+                  + (f" {fmt(r['probe_predicted'], '.1f')} | {fmt(r['probe_ratio'], '.3f')} |" if probed else "")
+                  for r in capacity]
     return "\n".join(lines + ["", summary(checks, found, capacity)]) + "\n"
 
 

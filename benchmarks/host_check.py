@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
 """make host-check: do the committed answers apply to this host? Measures this host's CPU probe
-(monitor/cpu_probe.py), predicts a handful of reference cells from the reference host's
-committed records scaled by the two hosts' probes (experiments/prediction.py: the model and its
-assumptions), measures the same cells here through experiments/run.py (n rounds, interleaved),
-and prints per cell the reference, predicted and measured solver seconds, measured over
-predicted, and whether the committed answer applies here (measured within 15% of the
-reference's) or moves (and whether the prediction saw it coming).
+(monitor/cpu_probe.py: the host's label) and its data-path probe (benchmarks/data_path.py
+probe(): Caffe's own data layer over each cell's data as prepared, at 0 ms of compute), predicts
+a handful of reference cells from that probe (experiments/data_path_model.py: the prediction the
+check stands by) and, beside it, from the reference host's committed records scaled by the two
+hosts' CPU probes (experiments/prediction.py), measures the same cells here through
+experiments/run.py (n rounds, interleaved), and prints per cell the reference, predicted and
+measured solver seconds, measured over predicted, and whether the committed answer applies here
+(measured within 15% of the reference's) or moves (and whether the prediction saw it coming).
 
-  python benchmarks/host_check.py                          # about 5 minutes on a 2-core host
+  python benchmarks/host_check.py                          # about 5 minutes on a 2-core host, its data prepared first
   python benchmarks/host_check.py --dry-run                # the plan, its commands and time
   python benchmarks/host_check.py --cells mnist-lmdb --rounds 1
   python benchmarks/host_check.py --reference FOLDER      # another host's check as reference
@@ -27,8 +29,11 @@ same limit (a cgroup; root), and the shape is in host-check.json and the folder'
 
 Records land in the catalogue's host-check folder, in <CPU model>-<shape>-probe<images/s>/,
 the shape being <cores>c, <N>c-cpuset or <F>c-quota, with benchmarks/host_check_probe.json
-(this host's probe) and host-check.json (the table's numbers). A check run again on the same
-host gets a folder of its own (its probe differs by noise); the cross-host table
+(this host's CPU probe), data_path_probe.json (its data-path probe: each cell's n, median and
+spread; the probe's runs under data-path-probe/) and host-check.json (the table's numbers).
+The data lives under the check's own root (--data, by default data/host-check/), so that its
+smaller stand-ins (ImageNet's IMAGENET_COUNT images) are never what a default run.py run finds.
+A check run again on the same host gets a folder of its own (its probe differs by noise); the cross-host table
 (analysis/hosts_table.py) counts checks of one CPU model and shape whose probes lie within one
 host's noise as one host. Runs already recorded in a folder are kept (run.py skips them), so a
 check cut short goes on where it stopped. Exit status: 0 every run finished; 1 a run failed; 2 refused (bad input).
@@ -50,7 +55,9 @@ import processes
 from analysis import capacity
 from analysis.hosts_table import limited_cores, shape_label, shape_word
 from data_prep import build
-from experiments import cgroup, prediction, record, runner
+from data_prep.errors import SourceError
+from benchmarks import data_path
+from experiments import cgroup, data_path_model, prediction, record, runner
 from experiments.config import RunConfig, arguments
 from experiments.data_path_cpu import cpu_allows
 from monitor import cpu_probe
@@ -58,7 +65,7 @@ from monitor import cpu_probe
 ROOT = Path(__file__).resolve().parents[1]
 
 TOLERANCE = 0.15   # a committed answer applies to a host where its cell lands within this
-ROUNDS = 3
+ROUNDS = 2  # with the data-path probe's runs first, 3 rounds no longer fit make host-check's 6 minutes
 ACCELERATOR = "h100"
 PROBE_REPEATS = 3
 BUSY_LOAD = 0.5    # cores busy above this share of them just before the probe: other work is running here
@@ -78,6 +85,7 @@ class Cell:
     iters: int
     reference: str
     estimate_s: float     # one run here, run.py's start-up and warming included (2-core CI host)
+    startup_s: float      # of which start-up and warming (estimate_s less the reference's solver seconds)
     capacity: bool = False
 
     def matches(self, r):
@@ -88,12 +96,13 @@ class Cell:
                 and (compute.get("mode"), compute.get("accelerator")) == ("emulated", ACCELERATOR))
 
 
-CELLS = [Cell("mnist-lmdb", "mnist", "lmdb", 5000, GPU_STEP_CELLS, 12),
-         Cell("mnist-images", "mnist", "images", 5000, GPU_STEP_CELLS, 18),
-         Cell("cifar10-images", "cifar10", "images", 1500, GPU_STEP_CELLS, 17),
-         Cell("imagenet-lmdb", "imagenet", "lmdb", 200, IMAGENET_LMDB, 25),
-         Cell("cifar10-lmdb-capacity", "cifar10", "lmdb", 1000, CAPACITY, 10, capacity=True)]
+CELLS = [Cell("mnist-lmdb", "mnist", "lmdb", 5000, GPU_STEP_CELLS, 12, 6),
+         Cell("mnist-images", "mnist", "images", 5000, GPU_STEP_CELLS, 18, 6),
+         Cell("cifar10-images", "cifar10", "images", 1500, GPU_STEP_CELLS, 17, 7),
+         Cell("imagenet-lmdb", "imagenet", "lmdb", 200, IMAGENET_LMDB, 25, 14),
+         Cell("cifar10-lmdb-capacity", "cifar10", "lmdb", 1000, CAPACITY, 10, 8, capacity=True)]
 PREPARE_S = {"mnist": 10, "cifar10": 15, "imagenet": 20}  # a dataset's backends prepared where missing (2 cores)
+DATA = ROOT / "data" / "host-check"  # not run.py's data root: its stand-ins are smaller than a default run's
 
 
 def host_name(cpu_model, cores, pixels, shape=None):
@@ -126,10 +135,11 @@ def missing_data(cells, data):
     return missing
 
 
-def plan(cells, a, out):
+def plan(cells, a, out, prepared=False):
     """[(label, argv, estimated seconds)]: the rounds, the cells rotated each round so that a drift
-    of the host does not land on one cell; a cell's first run prepares its data where missing."""
-    missing, steps = missing_data(cells, a.data), []
+    of the host does not land on one cell; a cell's first run prepares its data where missing
+    (prepared: the data-path probe will have prepared it)."""
+    missing, steps = {} if prepared else missing_data(cells, a.data), []
     for round_ in range(a.rounds):
         shift = round_ % len(cells)
         for c in cells[shift:] + cells[:shift]:
@@ -214,25 +224,35 @@ def busy_words(busy, cores, probes):
     return words
 
 
-def compare(cell, reference, here, here_probe, cores, shape=None):
+def compare(cell, reference, here, here_probe, cores, shape=None, path_probe=None):
     """One cell's row: reference, predicted and measured seconds, their ratio, and the verdict;
     reference: (its folder, its runs); cores: the host's (the limit's: limited_cores), shape: the
-    limit the check ran under."""
+    limit the check ran under; path_probe: this host's data-path probe (data_path_probe.json).
+    predicted_s, bound and measured_over_predicted are the data-path probe's prediction
+    (data_path_model), the one the check stands by; cross_host_* the reference's records scaled by
+    the CPU probes (prediction.predict)."""
     folder, ref = reference
     p = prediction.predict(ref, here_probe)
+    new = data_path_model.predict(path_probe, cell.dataset, cell.backend, cell.iters, ACCELERATOR)
     measured = statistics.mean(r.solver_seconds for r in here) if here else None
     row = {"cell": cell.name, "reference_folder": folder, "reference_n": p.n, "reference_s": p.reference_seconds,
-           "reference_au": p.reference_au, "bound": p.bound, "work": p.work, "probe_ratio": p.probe_ratio,
-           "predicted_s": p.seconds, "predicted_au": p.au, "measured_n": len(here), "measured_s": measured,
+           "reference_au": p.reference_au, "reference_bound": p.bound, "bound": new["bound"],
+           "predicted_s": new["seconds"], "predicted_au": new["au"], "predicted_compute_s": new["compute_s"],
+           "predicted_data_path_s": new["data_path_s"], "work": p.work, "probe_ratio": p.probe_ratio,
+           "cross_host_bound": p.bound, "cross_host_predicted_s": p.seconds, "cross_host_predicted_au": p.au,
+           "measured_n": len(here), "measured_s": measured,
            "measured_au": statistics.mean(r.au for r in here if r.au is not None) if here else None,
-           "why": p.why}
-    row["measured_over_predicted"] = measured / p.seconds if measured and p.seconds else None
-    row["measured_over_reference"] = measured / p.reference_seconds if measured and p.reference_seconds else None
+           "why": new["why"], "cross_host_why": p.why}
+    row["measured_over_predicted"] = ratio(measured, new["seconds"])
+    row["cross_host_measured_over_predicted"] = ratio(measured, p.seconds)
+    row["measured_over_reference"] = ratio(measured, p.reference_seconds)
     if cell.capacity:
         quota = (shape or {}).get("cpu_quota")
-        allows = prediction.predict_cpu_allows(ref, here_probe, prediction.probe_cores(cores, quota))
+        old = prediction.predict_cpu_allows(ref, here_probe, prediction.probe_cores(cores, quota))
+        allows = data_path_model.cpu_allows(path_probe, cell.dataset, cell.backend, ACCELERATOR, cores)
         found = cpu_allows(here) if here else None  # its records carry the limit
-        row["predicted_cpu_allows"], row["measured_cpu_allows"] = (x[0] if x else None for x in (allows, found))
+        row["predicted_cpu_allows"], row["cross_host_predicted_cpu_allows"], row["measured_cpu_allows"] = (
+            x[0] if x else None for x in (allows, old, found))
     row["verdict"] = verdict(row)
     return row
 
@@ -252,42 +272,101 @@ def fmt(x, spec=".2f"):
     return "-" if x is None else format(x, spec)
 
 
+def data_path_cells(rows):
+    """The measured cells whose time is the data path's: at the reference or here (predicted)."""
+    return [r for r in rows
+            if r["measured_s"] is not None and "data path" in (r.get("bound"), r.get("reference_bound"))]
+
+
+def summary(rows):
+    """The verdict in words: how many data-path cells hold here, which committed answers apply and
+    which do not, and how often each prediction held."""
+    measured = [r for r in rows if r["measured_s"] is not None]
+    if not measured:
+        return "no cell was measured here: nothing to judge"
+    path = data_path_cells(rows)
+    missed = [r for r in path if abs(r["measured_over_reference"] - 1) > TOLERANCE]
+    if not path:
+        words = "no data-path cell was measured here"
+    elif missed:
+        words = (f"{len(missed)} of {len(path)} data-path cells miss here: the committed answers of "
+                 f"{', '.join(r['cell'] for r in missed)} do not apply; measure them on this host "
+                 f"(experiments/run.py DATASET BACKEND warm --accelerator {ACCELERATOR})")
+    else:
+        words = f"all {len(path)} data-path cells hold here: their committed answers apply"
+    compute = [r for r in measured if r not in path]
+    held = lambda rows, key: sum(r[key] is not None and abs(r[key] - 1) <= TOLERANCE for r in rows)  # noqa: E731
+    return (words + (f"; compute-bound cells: {held(compute, 'measured_over_reference')} of {len(compute)} hold"
+                     if compute else "")
+            + f". Predicted within {TOLERANCE:.0%}: {held(measured, 'measured_over_predicted')} of {len(measured)} "
+            f"cells from this host's data-path probe, {held(measured, 'cross_host_measured_over_predicted')} of "
+            f"{len(measured)} from "
+            "the reference host's runs scaled by CPU probes.")
+
+
+LEGEND = (f"Legend: a committed answer applies here where its cell's measured seconds lie within {TOLERANCE:.0%} "
+          "of the reference's; bound: the longer of compute and data path in the prediction from this host's "
+          "data-path probe (predicted s); cross-host: the reference's runs scaled by the two hosts' CPU probes "
+          "(probe there/here, of the work named).")
+
+
 def table(rows, here_probe, name, warnings=(), shape=""):
     head = (f"host-check: {name}{'; ' + shape if shape else ''}; "
-            f"probe here {fmt(here_probe.get(cpu_probe.PIXELS), '.0f')} images/s (pixels), "
-            f"{fmt(here_probe.get(cpu_probe.FILES), '.0f')} small files/s; within {TOLERANCE:.0%}: applies")
-    lines = [f"warning: {w}" for w in warnings] + [head, "", "| cell | reference (n) | bound there | probe there/here | "
-             "predicted s | measured s (n) | measured/predicted | AU predicted / measured | verdict |",
-             "|---|---|---|---|---|---|---|---|---|"]
+            f"CPU probe here {fmt(here_probe.get(cpu_probe.PIXELS), '.0f')} images/s (pixels), "
+            f"{fmt(here_probe.get(cpu_probe.FILES), '.0f')} small files/s")
+    lines = [f"warning: {w}" for w in warnings] + [head, summary(rows), "",
+             "| cell | reference (n) | bound here | predicted s | measured s (n) | measured/predicted | "
+             "cross-host predicted s (probe there/here) | measured/cross-host | AU predicted / measured | verdict |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
+        why = "; ".join(w for w in (r.get("why"), r.get("cross_host_why")) if w)
         lines.append(f"| {r['cell']} | {fmt(r['reference_s'])} s ({r['reference_n']}, {r['reference_folder']}) | "
-                     f"{r['bound'] or '-'} | {fmt(r['probe_ratio'], '.3f')} ({r['work']}) | {fmt(r['predicted_s'])} | "
-                     f"{fmt(r['measured_s'])} ({r['measured_n']}) | {fmt(r['measured_over_predicted'], '.3f')} | "
+                     f"{r['bound'] or '-'} | {fmt(r['predicted_s'])} | {fmt(r['measured_s'])} ({r['measured_n']}) | "
+                     f"{fmt(r['measured_over_predicted'], '.3f')} | {fmt(r.get('cross_host_predicted_s'))} "
+                     f"({fmt(r['probe_ratio'], '.3f')} {r['work']}) | "
+                     f"{fmt(r.get('cross_host_measured_over_predicted'), '.3f')} | "
                      f"{fmt(r['predicted_au'], '.3f')} / {fmt(r['measured_au'], '.3f')} | {r['verdict']}"
-                     + (f"; {r['why']}" if r['why'] else "") + " |")
+                     + (f"; {why}" if why else "") + " |")
         if "predicted_cpu_allows" in r:
             predicted, measured = r["predicted_cpu_allows"], r["measured_cpu_allows"]
-            lines.append(f"| {r['cell']}: N the data path's CPU allows | | | | {fmt(predicted, '.1f')} | "
-                         f"{fmt(measured, '.1f')} | {fmt(ratio(measured, predicted), '.3f')} | | |")
-    return "\n".join(lines)
+            old = r.get("cross_host_predicted_cpu_allows")
+            lines.append(f"| {r['cell']}: N the data path's CPU allows | | | {fmt(predicted, '.1f')} | "
+                         f"{fmt(measured, '.1f')} | {fmt(ratio(measured, predicted), '.3f')} | {fmt(old, '.1f')} | "
+                         f"{fmt(ratio(measured, old), '.3f')} | | |")
+    return "\n".join(lines + ["", LEGEND])
 
 
 def ratio(a, b):
     return a / b if a is not None and b else None
 
 
+def probe_cells(cells):
+    """The (dataset, backend) pairs of the cells, once each, for the data-path probe."""
+    return list(dict.fromkeys((c.dataset, c.backend) for c in cells))
+
+
+def probe_seconds(cells, missing):
+    """The data-path probe's estimated seconds here: its runs and the data it prepares first."""
+    startup = {(c.dataset, c.backend): c.startup_s for c in cells}
+    return (data_path.PROBE_ROUNDS * sum(data_path.PROBE_SECONDS + startup[k] for k in probe_cells(cells))
+            + sum(PREPARE_S[d] for d in missing))
+
+
 def dry_run(steps, cells, a, out):
     # under a quota below one core the data path's CPU work is stretched: the runs' estimates at most 1/quota
     slower = 1 / min(1.0, a.cpu_quota or 1.0)
-    total = sum(s for _, _, s in steps) * slower + PROBE_REPEATS * 3
     missing = missing_data(cells, a.data)
+    path_probe = probe_seconds(cells, missing) * slower
+    total = sum(s for _, _, s in steps) * slower + PROBE_REPEATS * 3 + path_probe
     limit = shape_of(a)
     print(f"make host-check: {len(cells)} cells x {a.rounds} rounds, about {total:.0f} s on a 2-core host"
           + (f" under {shape_label(os.cpu_count(), limit)}" if limit else "") + "; data "
           + (", ".join(f"{d} {','.join(b)}" for d, b in missing.items()) + f" missing from {a.data}: prepared by "
-             "the first runs" if missing else f"in {a.data}"))
+             "the data-path probe first" if missing else f"in {a.data}"))
     print(f"  {PROBE_REPEATS * 3:4.0f} s  cpu probe x {PROBE_REPEATS}" + (
         f" in a cgroup: {shape_label(os.cpu_count(), limit)}" if limit else ""))
+    print(f"  {path_probe:4.0f} s  data-path probe: {', '.join(f'{d}/{b}' for d, b in probe_cells(cells))} at 0 ms, "
+          f"{data_path.PROBE_ROUNDS} rounds of about {data_path.PROBE_SECONDS:g} s each -> {data_path_probe_file(out)}")
     for label, argv, seconds in steps:
         print(f"  {seconds * slower:4.0f} s  {label}: {' '.join(argv[1:])}")
     print("predicted from:")
@@ -320,7 +399,8 @@ def parser():
                    help="comma-separated, of: %(default)s")
     p.add_argument("--rounds", type=int, default=ROUNDS, help="runs per cell, interleaved (default %(default)s)")
     p.add_argument("--reference", help="one results folder to predict every cell from (default: each cell's own)")
-    p.add_argument("--data", type=Path, default=ROOT / "data", help="data root (default: %(default)s)")
+    p.add_argument("--data", type=Path, default=DATA, help="data root, the check's own so that a default run.py run "
+                   "never finds its smaller stand-ins (default: %(default)s)")
     p.add_argument("--out", type=Path, help=f"results folder (default: {catalogue.relative('host-check')}/<this host>)")
     p.add_argument("--cpus", type=int, help="a host of another shape: the probe and every run on this many "
                    "cores (a cpuset; root)")
@@ -357,8 +437,9 @@ def report(cells, a, out, host, log=print):
     """The table from the records under `out` and its probe file; host: its probe, cores, CPU model."""
     shape = host.get("shape") or {}
     boot = host.get("boot_id")
+    path_probe = json.loads(data_path_probe_file(out).read_text()) if data_path_probe_file(out).is_file() else None
     rows = [compare(c, (a.reference or c.reference, reference_runs(c, a.reference)), here_runs(c, out, shape, boot),
-                    host["medians"], host["cores"], shape) for c in cells]
+                    host["medians"], host["cores"], shape, path_probe) for c in cells]
     elsewhere = {c.name: sum(not on_machine(r, boot) for r in here_runs(c, out, shape)) for c in cells}
     warnings = list(host.get("warnings", ())) + [
         f"{n} runs of {name} in {out.name} were made on another machine (another boot id than the "
@@ -373,6 +454,28 @@ def probe_file(out):
     return Path(out) / "benchmarks" / "host_check_probe.json"
 
 
+def data_path_probe_file(out):
+    return Path(out) / "data_path_probe.json"
+
+
+def measure_data_path(cells, a, out, log):
+    """This host's data-path probe for the cells (data_path.probe, its runs' records under
+    out/data-path-probe/, under the check's limit) written to data_path_probe.json; one already
+    there for this boot is kept (a check cut short goes on). Returns its failures."""
+    path = data_path_probe_file(out)
+    if path.is_file() and json.loads(path.read_text()).get("boot_id") == runner.boot_id():
+        log(f"data-path probe: kept {path}")
+        return []
+    limits = cgroup.Limits(cpus=a.cpus, cpu_quota=a.cpu_quota) if shape_of(a) else None
+    found = data_path.probe(probe_cells(cells), a.data, out / "data-path-probe", count=IMAGENET_COUNT, limits=limits,
+                            log=log)
+    tmp = path.with_suffix(".json.tmp")  # never a half-written probe file
+    tmp.write_text(json.dumps(dict(found, boot_id=runner.boot_id(), shape=shape_of(a), rounds=data_path.PROBE_ROUNDS,
+                                   seconds=data_path.PROBE_SECONDS), indent=1))
+    tmp.replace(path)
+    return found["failed"]
+
+
 def main(argv=None):
     p = parser()
     a = p.parse_args(argv)
@@ -380,7 +483,7 @@ def main(argv=None):
     cores, model, shape = os.cpu_count(), runner._cpu_model(), shape_of(a)
     if a.dry_run:
         out = a.out or catalogue.folder("host-check") / host_name(model, cores, None, shape).replace("unknown", "<N>")
-        dry_run(plan(cells, a, out), cells, a, out)
+        dry_run(plan(cells, a, out, prepared=True), cells, a, out)
         return 0
     if a.report:
         if not a.out or not probe_file(a.out).is_file():
@@ -408,7 +511,12 @@ def main(argv=None):
     probe_file(out).parent.mkdir(parents=True, exist_ok=True)
     probe_file(out).write_text(json.dumps(host, indent=1))
     log(f"results: {out}")
-    failed = run_steps(plan(cells, a, out), log)
+    try:
+        failed = [(f"data-path probe {f}", 1) for f in measure_data_path(cells, a, out, log)]
+    except SourceError as e:
+        print(f"error: the data-path probe's data under {a.data}: {e}", file=sys.stderr)
+        return 2
+    failed += run_steps(plan(cells, a, out), log)
     report(cells, a, out, host)
     for label, rc in failed:
         print(f"failed: {label} (exit {rc})")

@@ -3,6 +3,7 @@ the prediction's cores under them (experiments/prediction.py), and the cross-hos
 (analysis/hosts_table.py) on records made for it."""
 import json
 import os
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -88,7 +89,7 @@ def test_the_capacity_row_under_a_quota_counts_the_quota_once():
     n_there = data_path_cpu.cpu_allows(reference)[0]
     here = [made({PIXELS: 600}, limits={"cpu_quota": 0.5})]  # run.py's records carry the unlimited probe
     row = host_check.compare(CAPACITY_CELL, ("ref", reference), here, {PIXELS: 300}, 0.5, {"cpu_quota": 0.5})
-    assert row["predicted_cpu_allows"] == pytest.approx(n_there / 4)
+    assert row["cross_host_predicted_cpu_allows"] == pytest.approx(n_there / 4)
     assert row["measured_cpu_allows"] == pytest.approx(n_there / 4)
 
 
@@ -97,7 +98,7 @@ def test_the_capacity_row_under_a_cpuset_has_its_cores():
     n_there = data_path_cpu.cpu_allows(reference)[0]
     here = [made({PIXELS: 600}, limits={"cpus": 1})]
     row = host_check.compare(CAPACITY_CELL, ("ref", reference), here, {PIXELS: 600}, 1, {"cpus": 1})
-    assert row["predicted_cpu_allows"] == pytest.approx(n_there / 2)
+    assert row["cross_host_predicted_cpu_allows"] == pytest.approx(n_there / 2)
     assert row["measured_cpu_allows"] == pytest.approx(n_there / 2)
 
 
@@ -208,3 +209,50 @@ def test_the_block_in_the_docs_is_the_one_the_records_make():
     shown = page.split(hosts_table.BEGIN + "\n", 1)[1].split(hosts_table.END, 1)[0]
     assert shown == hosts_table.block(hosts_table.load_checks()), \
         "docs/emulation.md's host checks are stale: run .venv/bin/python -m analysis.hosts_table --write"
+
+
+def probed(row, predicted, **more):
+    """A row as host-check writes it since the data-path probe: its prediction in predicted_s,
+    the cross-host one under cross_host_*."""
+    return dict(row, cross_host_predicted_s=row["predicted_s"], cross_host_bound=row["bound"], predicted_s=predicted,
+                **more)
+
+
+def test_the_table_shows_the_probes_prediction_beside_the_cross_host_one(tmp_path):
+    """A new check of host A (probe 710) with both predictions; the older checks have only the
+    cross-host one: '-' there, never a number made up for them."""
+    checks = made_checks()
+    capacity = probed(dict(cell("cifar10-lmdb-capacity", 1.8, 1.8, bound="compute"), measured_cpu_allows=7.0,
+                           cross_host_predicted_cpu_allows=10.0), 1.8, predicted_cpu_allows=8.0)
+    checks["AMD-EPYC-2c-probe710"] = check(710, [probed(cell("mnist-images", 10.0, 11.0), 11.5),
+                                                 probed(cell("cifar10-images", 8.0, 9.6), 9.0), capacity])
+    write_checks(tmp_path, checks)
+    found = hosts_table.load_checks(tmp_path)
+    rows = {(r["folder"], r["cell"]): r for r in hosts_table.rows(found)}
+    new = rows[("AMD-EPYC-2c-probe710", "cifar10-images")]
+    assert (new["predicted_s"], new["ratio"], new["within"]) == (8.0, pytest.approx(1.2), False)  # cross-host
+    assert (new["probe_predicted_s"], new["probe_ratio"], new["probe_within"]) == (9.0, pytest.approx(9.6 / 9.0), True)
+    assert rows[("AMD-EPYC-2c-probe700", "cifar10-images")]["probe_predicted_s"] is None
+    text = hosts_table.block(found)
+    assert "| C: AMD EPYC, 2 cores, probe 700 | cifar10-images | 8.00 | 9.60 (3) | 1.200 | **no** | - | - |" in text
+    assert "| C: AMD EPYC, 2 cores, probe 710 | cifar10-images | 8.00 | 9.60 (3) | 1.200 | **no** | 9.00 | 1.067 |" in text
+    assert "| cifar10-lmdb-capacity | 10.0 | 7.0 | 0.700 | 8.0 | 0.875 |" in text
+    assert ("From the host's own data-path probe: data-path-bound cells within 15%: 2 of 2 "
+            "(checks made without the probe: -).") in text
+    # without any check holding the probe's prediction the block is as before: no empty columns
+    assert " - | - |" not in hosts_table.block(hosts_table.load_checks(tmp_path)[:1])
+
+
+def test_the_capacity_claim_takes_a_hosts_checks_together(tmp_path, monkeypatch):
+    """Two checks of one host with a capacity row each (claims.host_capacity unpacked exactly one:
+    'too many values to unpack')."""
+    from analysis import claims
+    capacity = dict(cell("cifar10-lmdb-capacity", 1.8, 1.8, bound="compute"), measured_cpu_allows=7.0)
+    write_checks(tmp_path, {"AMD-EPYC-2c-probe700": check(700, [dict(capacity, predicted_cpu_allows=10.0)]),
+                            "AMD-EPYC-2c-probe720": check(720, [dict(capacity, predicted_cpu_allows=14.0,
+                                                                     measured_cpu_allows=7.0)])})
+    load = hosts_table.load_checks
+    monkeypatch.setattr(hosts_table, "load_checks", lambda root=None: load(tmp_path))
+    row = claims.host_capacity("A")
+    assert row["predicted"] == pytest.approx(12.0) and row["measured"] == pytest.approx(7.0)
+    assert row["ratio"] == pytest.approx(statistics.median([0.7, 0.5]))

@@ -5,6 +5,7 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -150,10 +151,11 @@ def test_the_report_tables_a_host_from_its_records_without_running(tmp_path):
                           "--cells", "mnist-lmdb,mnist-images,cifar10-images"], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     rows = {r["cell"]: r for r in json.loads((tmp_path / "host-check.json").read_text())["rows"]}
-    for cell in ("mnist-lmdb", "mnist-images"):
+    for cell in ("mnist-lmdb", "mnist-images"):  # no data-path probe in the folder: the cross-host prediction only
         assert rows[cell]["measured_n"] == 6 and rows[cell]["verdict"] == "applies here"
-        assert rows[cell]["measured_over_predicted"] == pytest.approx(1.0, abs=0.03)
-    assert rows["mnist-lmdb"]["bound"] == "compute" and rows["mnist-images"]["bound"] == "data path"
+        assert rows[cell]["cross_host_measured_over_predicted"] == pytest.approx(1.0, abs=0.03)
+        assert rows[cell]["predicted_s"] is None and "no data-path probe of mnist/" in rows[cell]["why"]
+    assert rows["mnist-lmdb"]["cross_host_bound"] == "compute" and rows["mnist-images"]["cross_host_bound"] == "data path"
     assert rows["cifar10-images"]["verdict"] == "not measured here"
     assert f"| mnist-images | 11.73 s (6, {catalogue.relative('ci-2core-gpu-step-cells')})" in out.stdout
 
@@ -175,3 +177,147 @@ def test_cores_busy_counts_the_work_running_now():
     finally:
         spin.wait(timeout=60)  # it spins 3 s
     assert 0.8 <= busy <= os.cpu_count(), busy
+
+
+def path_probe(**rates):
+    """A data_path_probe.json as benchmarks/data_path.py probe() writes it: {"dataset/backend":
+    (images/s, images per prefetch CPU second, images per data-thread CPU second)}."""
+    cells = {}
+    for key, (per_s, per_prefetch, per_threads) in rates.items():
+        dataset, backend = key.split("__")
+        cells[f"{dataset}/{backend}"] = {"dataset": dataset, "backend": backend, "runs": [],
+                                         "images_per_s": {"n": 2, "median": per_s},
+                                         "images_per_prefetch_cpu_s": {"n": 2, "median": per_prefetch},
+                                         "images_per_data_path_cpu_s": {"n": 2, "median": per_threads}}
+    return {"cells": cells, "failed": []}
+
+
+def test_the_data_path_model_from_this_hosts_probe_by_hand():
+    """MNIST (batch 64; stock solver: a test pass of 100 iterations every 500) at 2.5 ms per step
+    (test: 2.5 x FORWARD_SHARE x 100/64 ms per test iteration)."""
+    from experiments import accelerators, data_path_model as model
+    test_ms = 2.5 * accelerators.FORWARD_SHARE * 100 / 64
+    compute = (1000 * 2.5 + 2 * 100 * test_ms) / 1000  # 1,000 iterations: the test passes at 500 and 1,000
+    assert model.compute_seconds("mnist", 1000, "2.5ms") == pytest.approx(compute, rel=1e-5)
+    compute = model.compute_seconds("mnist", 1000, "2.5ms")  # its test time rounded to 4 places, as runs have it
+    # 999 x 64 images at 16,000/s: 4.0 s of data path, above the compute: data-path-bound
+    probe = path_probe(mnist__images=(16_000, 30_000, 25_000), mnist__lmdb=(640_000, 800_000, 700_000))
+    p = model.predict(probe, "mnist", "images", 1000, "2.5ms")
+    assert p["bound"] == "data path" and p["data_path_s"] == pytest.approx(999 * 64 / 16_000)
+    assert p["seconds"] == pytest.approx(999 * 64 / 16_000 + model.FIXED_S)
+    assert p["au"] == pytest.approx(compute / p["seconds"])
+    # LMDB forty times as fast: 0.1 s of data path under the compute
+    p = model.predict(probe, "mnist", "lmdb", 1000, "2.5ms")
+    assert p["bound"] == "compute" and p["seconds"] == pytest.approx(compute + model.FIXED_S)
+    assert "no data-path probe of cifar10/lmdb" in model.predict(probe, "cifar10", "lmdb", 1000, "2.5ms")["why"]
+    # N at 2.5 ms: 0.9 x 64 / 2.5 ms = 23,040 images/s needed; 2 cores x 25,000 per data-thread CPU second
+    needed = 0.9 * 64 * 1000 / 2.5
+    n, share = model.cpu_allows(probe, "mnist", "images", "2.5ms", 2)
+    assert share == pytest.approx(30_000 / needed) and n == pytest.approx(2 * 25_000 / needed)
+    # at 1 ms one prefetch thread (30,000/s) cannot feed 57,600/s: N is 0
+    assert model.cpu_allows(probe, "mnist", "images", "1ms", 16)[0] == 0.0
+    assert model.cpu_allows(probe, "cifar10", "lmdb", "1ms", 2) is None
+
+
+def test_a_host_check_row_has_the_probes_prediction_and_the_cross_host_one_beside_it():
+    """The image cell: cross-host 20 s (per-file probe half as fast here), from this host's
+    data-path probe 319,936 images at 16,000/s = 20.0 s + FIXED_S; measured 24 s."""
+    from experiments import data_path_model
+    cell = next(c for c in host_check.CELLS if c.name == "mnist-images")
+    probe = path_probe(mnist__images=(16_000, 16_000, 16_000))
+    here = [made("mnist", "images", 24.0, 0.3, 24.0, {PIXELS: 600, FILES: 25_000}, iters=5000)]
+    row = host_check.compare(cell, ("ref", image_cell()), here, {PIXELS: 600, FILES: 25_000}, 2, None, probe)
+    expected = 4999 * 64 / 16_000 + data_path_model.FIXED_S
+    assert row["predicted_s"] == pytest.approx(expected) and row["bound"] == "data path"
+    assert row["measured_over_predicted"] == pytest.approx(24.0 / expected)
+    assert row["cross_host_predicted_s"] == pytest.approx(20.0) and row["cross_host_bound"] == "data path"
+    assert row["cross_host_measured_over_predicted"] == pytest.approx(1.2)
+    # the capacity cell: N from the probe's CPU seconds beside the cross-host N
+    capacity_cell = next(c for c in host_check.CELLS if c.capacity)
+    probe = path_probe(cifar10__lmdb=(300_000, 300_000, 250_000))
+    ref = [made("cifar10", "lmdb", 1.0, 0.99, 0.5, {PIXELS: 600}, ms=1.0)]
+    row = host_check.compare(capacity_cell, ("ref", ref), ref, {PIXELS: 600}, 2, None, probe)
+    needed = data_path_model.needed_per_second("cifar10", host_check.ACCELERATOR)
+    assert row["predicted_cpu_allows"] == pytest.approx(2 * 250_000 / needed)
+    assert row["cross_host_predicted_cpu_allows"] == pytest.approx(capacity.cpu_allows(ref)[0])
+    assert row["measured_cpu_allows"] == pytest.approx(capacity.cpu_allows(ref)[0])
+
+
+def test_the_summary_line_is_a_verdict_and_the_legend_comes_under_the_table():
+    def row(name, reference, measured, bound="data path"):
+        return {"cell": name, "reference_folder": "ref", "reference_n": 3, "reference_s": reference,
+                "reference_bound": bound, "bound": bound, "predicted_s": measured, "predicted_au": None,
+                "measured_s": measured, "measured_n": 3, "measured_au": None, "probe_ratio": None, "work": "pixels",
+                "cross_host_predicted_s": reference, "why": None, "cross_host_why": None,
+                "measured_over_predicted": 1.0, "cross_host_measured_over_predicted": measured / reference,
+                "measured_over_reference": measured / reference, "verdict": "-"}
+    rows = [row("mnist-images", 6.0, 8.5), row("cifar10-images", 5.0, 8.2), row("imagenet-lmdb", 10.7, 10.4),
+            row("mnist-lmdb", 6.6, 6.7, bound="compute")]
+    lines = host_check.table(rows, {PIXELS: 675, FILES: 50_000}, "Intel-Xeon-2c-probe675").splitlines()
+    assert "within 15%" not in lines[0] and "applies" not in lines[0]
+    assert lines[1].startswith("2 of 3 data-path cells miss here: the committed answers of mnist-images, "
+                               "cifar10-images do not apply; measure them on this host"), lines[1]
+    assert "compute-bound cells: 1 of 1 hold" in lines[1]
+    assert "Predicted within 15%: 4 of 4 cells from this host's data-path probe, 2 of 4 from" in lines[1]
+    assert lines[-1].startswith("Legend: a committed answer applies here where") and lines[-2] == ""
+    held = host_check.table(rows[2:], {PIXELS: 675}, "h").splitlines()[1]
+    assert held.startswith("all 1 data-path cells hold here: their committed answers apply"), held
+
+
+def test_host_checks_data_lives_where_a_default_run_never_finds_it(tmp_path):
+    """The ImageNet stand-in of IMAGENET_COUNT images under data/host-check/, not run.py's data/."""
+    default = host_check.parser().parse_args([]).data
+    assert default == ROOT / "data" / "host-check"
+    assert Path(run_cli.parser().parse_args(["imagenet", "lmdb", "cold"]).data) == ROOT / "data"  # run.py's own
+    out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "host_check.py"), "--dry-run",
+                          "--out", str(tmp_path / "host")], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    for line in (x for x in out.stdout.splitlines() if "experiments/run.py" in x):
+        assert f"--data {ROOT / 'data' / 'host-check'}" in line, line
+    assert "data-path probe: mnist/lmdb, mnist/images, cifar10/images, imagenet/lmdb, cifar10/lmdb at 0 ms" in out.stdout
+
+
+def test_the_data_path_probe_on_tiny_data_feeds_the_check(tmp_path):
+    """The probe for real (Caffe's Data layer over a 640-image MNIST LMDB at 0 ms, 2 rounds of about
+    half a second), then host-check's table from it: host-check.json has the new fields."""
+    from benchmarks import data_path
+    from data_prep import build
+    build.prepare("mnist", ["lmdb"], tmp_path / "data", limit=640, progress=False, log=lambda *_: None)
+    out = tmp_path / "host"
+    found = data_path.probe([("mnist", "lmdb")], tmp_path / "data", out / "data-path-probe", rounds=2, seconds=0.5,
+                            log=lambda *_: None)
+    assert found["failed"] == [], found["failed"]
+    cell = found["cells"]["mnist/lmdb"]
+    assert cell["iterations"] == data_path.probe_iterations("mnist", "lmdb", 0.5) and len(cell["runs"]) == 2
+    assert cell["images_per_s"]["n"] == cell["images_per_prefetch_cpu_s"]["n"] == 2, cell["runs"]
+    for key in ("images_per_s", "images_per_prefetch_cpu_s", "images_per_data_path_cpu_s"):
+        s = cell[key]
+        assert s["min"] <= s["median"] <= s["max"] and s["spread"] == pytest.approx((s["max"] - s["min"]) / s["median"])
+    host_check.data_path_probe_file(out).write_text(json.dumps(found))
+    (out / "benchmarks").mkdir()
+    (out / "benchmarks" / "host_check_probe.json").write_text(
+        json.dumps({"medians": {PIXELS: 600, FILES: 50_000}, "cores": 2, "cpu_model": "AMD EPYC"}))
+    run = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "host_check.py"), "--report", "--out", str(out),
+                          "--cells", "mnist-lmdb"], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    (row,) = json.loads((out / "host-check.json").read_text())["rows"]
+    assert row["bound"] == "compute" and row["predicted_s"] > 0 and row["cross_host_predicted_s"] > 0
+    assert row["measured_n"] == 0 and row["verdict"] == "not measured here"  # the probe's 0 ms runs are not the cell's
+
+
+def test_capacity_predict_prints_each_backends_n_from_a_probe_file(tmp_path, capsys):
+    """imgstore capacity --predict's module on a given probe file: nothing run, N per backend at
+    the step time asked; a step time it cannot read is refused (exit 2)."""
+    from benchmarks import capacity_predict
+    from experiments import data_path_model
+    probe = tmp_path / "data_path_probe.json"
+    probe.write_text(json.dumps(path_probe(cifar10__lmdb=(300_000, 300_000, 250_000),
+                                           mnist__images=(16_000, 16_000, 12_000))))
+    assert capacity_predict.main(["--accelerator", "2.5ms", "--probe", str(probe), "--cores", "2"]) == 0
+    out = capsys.readouterr().out
+    n = 2 * 250_000 / data_path_model.needed_per_second("cifar10", "2.5ms")
+    assert f"| cifar10/lmdb | 300,000 (2) | 36,000 | 8.33 | {n:.1f} |" in out, out
+    assert "| mnist/images | 16,000 (2) | 23,040 | 0.69 | 0.0 |" in out, out  # one thread: too slow
+    with pytest.raises(SystemExit) as refused:
+        capacity_predict.main(["--accelerator", "fast", "--probe", str(probe)])
+    assert refused.value.code == 2 and "unknown accelerator 'fast'" in capsys.readouterr().err
