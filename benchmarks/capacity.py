@@ -20,6 +20,7 @@ limits, say) is named at the end and the others are swept.
   python benchmarks/capacity.py imagenet lmdb cold --profile paper2016 --iters 40
   python benchmarks/capacity.py cifar10 lmdb warm --lmdb-read coalesced   # any run.py option
   make capacity DATASET=cifar10 ACCEL=h100      # LMDB, image files and Redis, ranked, with the figure
+  python benchmarks/capacity.py --predict --accelerator h100   # predicted from this host's data-path probe, nothing run
 
 Each run is an ordinary record in results/DATASET/records.jsonl (concurrent.solvers = N); runs
 already recorded for the same setup are reused, so a sweep stopped half-way resumes where it
@@ -183,6 +184,9 @@ def parser():
     p.add_argument("dataset", choices=list(datasets.REGISTRY))
     p.add_argument("backends", help="one backend or a comma-separated list (each swept on its own)")
     p.add_argument("cache", choices=["warm", "cold"])
+    p.add_argument("--predict", action="store_true",
+                   help="sweep nothing: each backend's N predicted from this host's data-path probe "
+                        "(imgstore capacity --predict --accelerator T; --predict --help: its options)")
     p.add_argument("--max", type=int, default=64, help="the largest N tried (default %(default)s)")
     p.add_argument("--confirm", type=int, default=3,
                    help="runs at the answer N and at N + 1 (default %(default)s)")
@@ -192,6 +196,10 @@ def parser():
 
 
 def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    if "--predict" in argv:  # predicted from this host's data-path probe, nothing swept
+        from benchmarks import capacity_predict
+        return capacity_predict.main([x for x in argv if x != "--predict"])
     a, run_options = parser().parse_known_args(argv)
     asked = run.parse([a.dataset, "lmdb", a.cache] + run_options)
     try:
