@@ -9,7 +9,8 @@ index of another length. PREFIX = DATASET:PHASE (imgstore:DATASET:PHASE in a clu
 runs, data_prep.redis_cluster.external, where the project touches no other key, and where two
 checkouts that prepare the same data set share the prefix: ~writer says whose it is). A DATASET
 with a colon (it would nest under another's prefix) or a space or control character is
-refused; SCAN patterns escape Redis's glob characters (match_under). The records live in the servers (data_prep.redis_cluster.cluster, under DATA/redis-cluster/); the artifact's folder holds only
+refused; SCAN patterns escape Redis's glob characters (match_under). The records live in the
+servers (data_prep.redis_cluster.cluster, under DATA/redis-cluster/); the artifact's folder holds only
 its manifest and, written into a cluster the user runs (the location's option seeds, --cluster), those
 seeds (SEEDS_FILE), which every later reading of the artifact goes to.
 """
@@ -76,16 +77,19 @@ def writer_id(dest):
     .partial): made once, at random, and kept in DATA/WRITER_FILE; what a data set's ~writer key
     holds, so that a checkout replaces or removes only what it wrote."""
     path = Path(dest).resolve().parent.parent / WRITER_FILE
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-    except FileExistsError:
-        text = path.read_text().strip()
-        if not text:
-            raise SourceError(f"Redis: {path} is empty (a writer id written half?): remove it") from None
-        return text
-    with os.fdopen(fd, "w") as f:
-        f.write(secrets.token_hex(8) + "\n")
-    return path.read_text().strip()
+    if not path.exists():  # written whole, then linked: a prepare beside this one reads all of it or none
+        made = path.with_name(f"{WRITER_FILE}.{os.getpid()}.tmp")
+        made.write_text(secrets.token_hex(8) + "\n")
+        try:
+            os.link(made, path)
+        except FileExistsError:
+            pass  # another prepare's id came first: it is this folder's
+        finally:
+            made.unlink()
+    text = path.read_text().strip()
+    if not text:
+        raise SourceError(f"Redis: {path}, the data folder's writer id, is empty: remove it (prepare makes another)")
+    return text
 
 
 def writer_of(c, prefix):
@@ -169,16 +173,19 @@ def check_marker(c, prefix, count, fingerprint):
 def delete_prefix(c, prefix):
     """Every key under PREFIX: (a data set, complete or not), node by node; one key per UNLINK,
     since a cluster refuses multi-key commands across hash slots. The completion marker goes
-    first, so that a deletion cut short never leaves a marker vouching for missing records."""
+    first, so that a deletion cut short never leaves a marker vouching for missing records; the
+    writer's key last, so that what it leaves is still its writer's to finish."""
     c.unlink(marker(prefix))
+    writer = writer_key(prefix).encode()
     for node in c.get_primaries():
         r = c.get_redis_connection(node)
         pipe = r.pipeline(transaction=False)
-        for n, key in enumerate(r.scan_iter(match=match_under(prefix), count=PIPELINE), 1):
+        for n, key in enumerate((k for k in r.scan_iter(match=match_under(prefix), count=PIPELINE) if k != writer), 1):
             pipe.unlink(key)
             if n % PIPELINE == 0:
                 pipe.execute()
         pipe.execute()
+    c.unlink(writer_key(prefix))
 
 
 def _check_ours(c, cluster, dest, phase, written):
