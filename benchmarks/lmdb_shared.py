@@ -39,10 +39,12 @@ from pathlib import Path
 import toolchain
 from data_prep import build, cache, datasets, disk, locations
 from data_prep.backends import lmdb_store
+from data_prep.child_line import first_line
 from experiments import cgroup, runner
 from monitor import sampler
 
 PATHS = ("mmap", "coalesced", "shared")
+READY_WITHIN_S = 300  # a reader's start: it imports Caffe and says "ready" (the net is built after "go")
 
 # One solver's data path: imports Caffe, says "ready", waits for "go", then builds the net of
 # one Data layer (written by the backend: Backend.write_data_net) and reads `records` records;
@@ -82,8 +84,11 @@ def one_cell(lmdb_dir, read, solvers, records, batch, limits, tmp, stagger=0.0):
                 [str(toolchain.PYTHON), "-c", READER, str(net), str(batch), str(records)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE, text=True, preexec_fn=group.enter if group else None))
         for p in procs:
-            if p.stdout.readline().strip() != "ready":
-                raise RuntimeError(f"a reader did not start: {p.stderr.read()[-1500:]}")
+            line = first_line(p, READY_WITHIN_S)
+            if line != "ready":
+                p.kill()
+                why = f"within {READY_WITHIN_S} s" if line is None else f"(pid {p.pid})"
+                raise RuntimeError(f"a reader did not start {why}: {p.communicate(timeout=30)[1][-1500:]}")
         cache.fadvise_dontneed([mdb])
         resident = cache.residency([mdb])
         if resident > 0.001:

@@ -34,8 +34,10 @@ from pathlib import Path
 import toolchain
 from benchmarks import redis_bench, redis_path
 from data_prep import datasets
+from data_prep.child_line import first_line
 from data_prep.redis_cluster import keys as redis_keys
 
+READY_WITHIN_S = 300  # a reading net's start: Caffe's import and the net's set-up, on a busy host
 READ = """
 import sys, time, caffe
 net = caffe.Net(sys.argv[1], caffe.TEST)
@@ -53,8 +55,11 @@ class Reader:
     def __init__(self, net, seconds, env=None):
         self.p = subprocess.Popen([str(toolchain.PYTHON), "-c", READ, str(net), str(seconds)], text=True,
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
-        if self.p.stdout.readline().strip() != "ready":
-            raise RuntimeError(f"the reading net did not start:\n{self.p.stderr.read()[-3000:]}")
+        line = first_line(self.p, READY_WITHIN_S)
+        if line != "ready":
+            self.p.kill()
+            why = f"did not start within {READY_WITHIN_S} s" if line is None else "did not start"
+            raise RuntimeError(f"the reading net {why}:\n{self.p.communicate(timeout=30)[1][-3000:]}")
         self.times, self.log = [], []
         self._collect = [threading.Thread(target=self._read, daemon=True),
                          threading.Thread(target=self._read_log, daemon=True)]  # a full pipe would stop the net

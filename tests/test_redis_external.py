@@ -54,7 +54,7 @@ def test_a_cluster_the_user_runs_is_prepared_and_trained_from_as_lmdb_is(lab, tm
     admin = cluster.client()
     try:
         keys = [k.decode() for k in admin.scan_iter(match="*", count=1000, target_nodes=admin.ALL_NODES)]
-        assert len(keys) == 2 * (300 + 2) and all(k.startswith("imgstore:mnist:") for k in keys)
+        assert len(keys) == 2 * (300 + 3) and all(k.startswith("imgstore:mnist:") for k in keys)
         train = [admin.get(f"imgstore:mnist:train:{k.decode()}")
                  for k, _ in lmdb_store.raw_items(data / "mnist" / "lmdb" / "train_lmdb")]
         assert train == [v for _, v in lmdb_store.raw_items(data / "mnist" / "lmdb" / "train_lmdb")]

@@ -6,7 +6,7 @@ project's, a key of the lab's own), and every command that can reach such a clus
 against it as an ACL user that may touch every key but send no @dangerous command: prepare, a
 warm run, the read-only benchmarks,
 the benchmarks that refuse it, and clean. Every foreign key is as it was afterwards. clean
-removes only the data set whose marker is the local manifest's."""
+removes only the data set this data folder wrote (its ~writer key) and its manifest describes."""
 import os
 import subprocess
 from contextlib import contextmanager
@@ -114,7 +114,7 @@ def test_no_command_touches_a_key_outside_its_own_on_a_cluster_the_user_runs(lab
     p = run("data_prep/prepare.py", "mnist", "lmdb,redis", "--limit", "200", "--out", str(data), "--quiet")
     assert p.returncode == 0, p.stderr
     ours = all_keys(admin) - set(FOREIGN)
-    assert len(ours) == 2 * (200 + 2) and all(k.startswith("imgstore:mnist:t") for k in ours)
+    assert len(ours) == 2 * (200 + 3) and all(k.startswith("imgstore:mnist:t") for k in ours)
 
     # a warm run: INFO is @dangerous, so the servers' versions and usage are recorded as not available
     p = run("experiments/run.py", "mnist", "redis", "warm", "--iters", "10", "--data", str(data), "--out", str(out),
@@ -158,8 +158,8 @@ def test_no_command_touches_a_key_outside_its_own_on_a_cluster_the_user_runs(lab
 
 def test_clean_removes_only_the_data_set_its_manifest_describes(lab, admin, tmp_path):
     """Two checkouts (data folders) share the cluster: the second overwrote the first's data set
-    with --force, so the first's clean finds another marker than its manifest's, says whose data
-    it is and removes nothing; the second's clean removes it. No data set folder, or no
+    with --force, so the first's clean finds another writer and marker than its own, says whose
+    data it is and removes nothing; the second's clean removes it. No data set folder, or no
     manifest with keys there: one line, nothing removed; --force removes the latter."""
     cluster, seeds, password_file = lab
     before = seed_foreign(admin)

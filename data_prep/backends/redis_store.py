@@ -14,7 +14,8 @@ from data_prep.errors import SourceError
 from data_prep.options import Option
 from data_prep.redis_cluster import location  # noqa: F401  registers the redis-cluster location
 from data_prep.redis_cluster.keys import (SEEDS_FILE, _check_ours, client, cluster_of, delete_prefix, index, keys_of,
-                                  keys_of_index, marker, marker_of, marker_text, pipelined, prefix_of, records)
+                                          keys_of_index, marker, marker_of, marker_text, not_ours, pipelined, prefix_of,
+                                          records, writer_id, writer_key)
 
 
 class _Batch:
@@ -32,19 +33,26 @@ class _Batch:
 class _Writer(datum.BatchWriter):
     """Writes one split into a running cluster (build.write_artifact keeps it up: `session`)."""
 
-    def __init__(self, cluster, prefix, overwrite, fingerprint=None):
-        """overwrite: True (any complete data set under `prefix`), False (none), or the [COUNT,
-        FINGERPRINT] of the one that may be (the local manifest's, on a cluster the user runs)."""
+    def __init__(self, cluster, prefix, overwrite, fingerprint=None, writer=None):
+        """overwrite: True (any data set under `prefix`), False (none), or the [COUNT, FINGERPRINT]
+        of the one that may be (the local manifest's, on a cluster the user runs). writer: on a
+        cluster the user runs, this data folder's id (keys.writer_id): its own data set, complete
+        or cut short, may be replaced; another's, even a write still in progress, only with --force."""
         import redis
         self.cluster, self.prefix, self.count, self.fingerprint = cluster, prefix, 0, fingerprint or "-"
         self.client = client(cluster)
         try:
-            held = marker_of(self.client, prefix)
-            if held is not None and overwrite is not True and held != overwrite:
-                raise SourceError(f"Redis cluster under {cluster.root} already holds a complete data set {prefix} "
-                                  f"({held[0]} records of source {held[-1]}) that no manifest here describes; "
-                                  "--force overwrites it")
+            if overwrite is not True:
+                held = marker_of(self.client, prefix)
+                why = (not_ours(self.client, prefix, writer, overwrite or None) if writer is not None else
+                       None if held is None or held == overwrite else f"{held[0]} records of source {held[-1]}")
+                if why:
+                    raise SourceError(f"Redis cluster under {cluster.root} already holds a "
+                                      f"{'complete' if held else 'partial'} data set {prefix} ({why}) that no "
+                                      "manifest here describes; --force overwrites it")
             delete_prefix(self.client, prefix)  # also what a killed earlier write left
+            if writer is not None:
+                self.client.set(writer_key(prefix), writer)  # before any record: whose write this is
         except BaseException as e:
             self.client.close()
             if isinstance(e, redis.RedisError):
@@ -139,7 +147,8 @@ class RedisBackend(datum.DatumBackend, Backend):
         if cluster.external:
             (Path(dest) / SEEDS_FILE).write_text(cluster.seed_text() + "\n")
         return _Writer(cluster, prefix_of(ctx.final_dir, split.phase, cluster),
-                       self._may_overwrite(cluster, ctx, split.phase), ctx.source_fingerprint)
+                       self._may_overwrite(cluster, ctx, split.phase), ctx.source_fingerprint,
+                       writer_id(dest) if cluster.external else None)
 
     @staticmethod
     def _may_overwrite(cluster, ctx, phase):
@@ -178,8 +187,8 @@ class RedisBackend(datum.DatumBackend, Backend):
 
     def _remove_shared(self, dest, cluster, force):
         """On a cluster the user runs, which other checkouts may share, only this checkout's data
-        set: each phase's marker must be the manifest's (or absent: what a removal or a write cut
-        short left); --force removes whatever is under the prefixes. The keys go first and the
+        set: each phase's ~writer key must hold this data folder's id (keys._check_ours); --force
+        removes whatever is under the prefixes. The keys go first and the
         manifest last, so that a removal cut short is still this checkout's to finish."""
         written = manifest.load(dest)
         c = client(cluster)

@@ -26,7 +26,7 @@ from contextlib import nullcontext
 from pathlib import Path
 
 from data_prep.errors import SourceError
-from data_prep.redis_cluster.interface import ClusterInterface, median_ms
+from data_prep.redis_cluster.interface import ClusterInterface, info_by_node, median_ms
 
 SEEDS_ENV = "IMGSTORE_REDIS_CLUSTER"
 USER_ENV = "IMGSTORE_REDIS_USER"
@@ -168,7 +168,7 @@ class ExternalCluster(ClusterInterface):
         try:
             primaries = c.get_primaries()
             try:
-                info = c.info(target_nodes=primaries)  # {node name: its INFO}
+                info = info_by_node(c, primaries)
             except redis.RedisError:
                 return {node.name: None for node in primaries}
             return {name: {"cpu_seconds": round(v["used_cpu_sys"] + v["used_cpu_user"], 3),
@@ -203,7 +203,7 @@ class ExternalCluster(ClusterInterface):
         try:
             masters, replicas = len(c.get_primaries()), len(c.get_replicas())
             try:
-                info = c.info("server", target_nodes=c.get_primaries())
+                info = info_by_node(c, c.get_primaries(), "server")
             except redis.ResponseError as e:  # NOPERM, or a server without INFO
                 info = None
                 not_available.append(f"INFO: {str(e).splitlines()[0]} (user {self.user()}): no servers' versions, "

@@ -99,6 +99,17 @@ class ClusterInterface(ABC):
         """The cluster for a run's record: project's shape, ports, proxy and round trip; user's seeds, server, user."""
 
 
+def info_by_node(c, nodes, section=None):
+    """{node name: its INFO (a dict)} of `nodes` (ClusterNodes) through cluster client `c`: the one
+    reading of INFO across nodes. redis-py answers a command sent to several nodes with {node name:
+    reply} but one sent to one node (a cluster with one master) with the reply alone."""
+    nodes = list(nodes)
+    replies = c.info(section, target_nodes=nodes) if section else c.info(target_nodes=nodes)
+    if len(nodes) == 1 and nodes[0].name not in replies:
+        return {nodes[0].name: replies}
+    return replies
+
+
 def median_ms(call, samples=21):
     """The median time of `call()` over `samples` calls, in ms (a PING's round trip, say)."""
     times = []

@@ -13,11 +13,13 @@ import subprocess
 from pathlib import Path
 
 import toolchain
+from data_prep.child_line import first_line
 from data_prep.redis_cluster.servers import ClusterError, _read_pid_file, _write_pid_file
 
 
 class ProxyMixin:
     """The delay proxy of a Cluster (data_prep.redis_cluster.cluster): its delays, start, build and memory."""
+    READY_WITHIN_S = 30  # it only binds its ports and says "ready"; a busy 2-core host took well under 1 s
     DELAY_LEGS = {  # where the delay proxy puts an emulated round trip: (requests', replies') share
         "requests": (1.0, 0.0),  # the default: what a client host meets on a real network (delay_proxy.c)
         "both": (0.5, 0.5),      # half each way (until session 16 the only way)
@@ -87,9 +89,12 @@ class ProxyMixin:
             proc = subprocess.Popen([str(toolchain.delay_proxy()), spec] + maps, stdout=subprocess.PIPE,
                                     stderr=errors, start_new_session=True,
                                     preexec_fn=self._death_signal(signal.SIGKILL))
-        if proc.stdout.readline().strip() != b"ready":
+        line = first_line(proc, self.READY_WITHIN_S)
+        if line != "ready":
+            proc.kill()  # ours, just started: a proxy that did not say ready within the limit is stopped
             proc.wait()
-            raise ClusterError(f"delay proxy failed: {log.read_text(errors='replace').strip()}")
+            why = f"did not say ready within {self.READY_WITHIN_S} s" if line is None else "failed"
+            raise ClusterError(f"delay proxy {why} (its log {log}): {log.read_text(errors='replace').strip()}")
         _write_pid_file(self.root / "proxy.pid", proc.pid, toolchain.delay_proxy_source())
 
     def proxy_peak_rss(self):
