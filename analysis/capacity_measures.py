@@ -23,7 +23,8 @@ class Figures:
     included; monitor: the host's CPU in the training window (the 1 Hz samples; it counts
     every process on the host, other users' too); paced: reads per second in the training
     window over the IOPS limit; device: the data device's busy time in the window; servers: the
-    busiest Redis node's CPU over the window."""
+    busiest Redis node's CPU over the window; allowed: the cores the group could use (the host's,
+    or its cpuset's where fewer)."""
     n: int = 0
     thread: float = None
     busiest: str = None
@@ -35,6 +36,7 @@ class Figures:
     paced: float = None
     device: float = None
     servers: float = None
+    allowed: float = None
 
 
 def figures_of(records, results=None):
@@ -55,7 +57,7 @@ def figures_of(records, results=None):
         monitor=median_of(_sampled_cpu(g[0], samples[id(g)]) for g in runs),
         paced=median_of(_reads_at_limit(g, windows[id(g)], samples[id(g)]) for g in runs),
         device=median_of(sampled_mean(samples[id(g)], "device_busy") for g in runs),
-        servers=median_of(_busiest_server(g[0], windows[id(g)]) for g in runs))
+        servers=median_of(_busiest_server(g[0], windows[id(g)]) for g in runs), allowed=allowed_cores(ok[0]))
 
 
 def _most_common(names):
@@ -120,6 +122,11 @@ def _solver_share(r):
     return seconds / r.solver_seconds if seconds is not None and r.solver_seconds else None
 
 
+def allowed_cores(r):
+    """The cores a run's group could use: the host's, or its cpuset's where fewer; None unrecorded."""
+    return min(filter(None, ((r.environment or {}).get("cpu_cores"), (r.limits or {}).get("cpus"))), default=None)
+
+
 def processes_cpu(group):
     """The share of the group's cores its solvers' processes (and the Redis servers, on the
     same host) used, their own accounting: in the training window (training_window) where each
@@ -128,7 +135,7 @@ def processes_cpu(group):
     the cache was set either way (their replies to the initial test pass included): no record
     splits it at the first iteration."""
     r = group[0]
-    cores = min(filter(None, ((r.environment or {}).get("cpu_cores"), (r.limits or {}).get("cpus"))), default=None)
+    cores = allowed_cores(r)
     window, training = training_window(group), [x.training_cpu_seconds for x in group]
     if window and None not in training:
         used, seconds = sum(training) + servers_cpu(r), window[1] - window[0]

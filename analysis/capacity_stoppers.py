@@ -1,12 +1,13 @@
 """What stopped a capacity curve at the N that failed: solvers lost (a lock, memory), the busiest
 data thread, all cores, the page cache, the storage or the Redis servers, judged from the figures
 (analysis/capacity_measures.py) at that N against those at the N that held."""
+import dataclasses
 import signal
 
 from analysis.capacity_logs import failure_causes
 from analysis.capacity_measures import device_bytes_per_image, figures_of
 from analysis.capacity_stats import curve_of, failed_solvers, first_failed, largest_n, median_of
-from analysis.capacity_words import SHOWN, both_ns, cpu_note, figure_label
+from analysis.capacity_words import SHOWN, both_ns, cpu_note, figure_label, verdict
 from experiments.data_path_cpu import groups, solvers
 
 
@@ -18,44 +19,73 @@ RISE = 0.10           # a figure over its threshold at both N names the stopper 
 MAJORITY = 0.5        # a class found in no more than this share of the runs says in how many
 
 
-def stopped_by(records, results=None, held=None):
-    """What ran out at the N that failed (records: that N's runs), with the figures that show
-    it at that N and at the N that held (held: its runs; [] where N = 0 held, None: nothing to
-    compare with, the thresholds alone decide). The first that applies of: solvers lost (a
-    lock, memory; with in how many runs where not in most), the busiest data thread busy,
-    all cores busy, the page cache, the storage (paced reads at the IOPS limit, the device
-    busy), the servers (a Redis node's CPU); else "not found" with the figures. A figure names
-    its class only where it crossed its threshold at the N that failed and not at the N that
-    held, or rose by RISE since. The CPU measure is the processes' own (Figures.cores); the
-    host monitor's, in the training window, is shown beside it where they differ by
-    CPU_DISAGREE or more. Host-device copies are never named: no record measures their share
-    of the solver's time."""
+@dataclasses.dataclass(frozen=True)
+class Stopper:
+    """What stopped one N: kind (one of KINDS), the figures behind it in words (at the N that failed
+    and at the N that held), the figures measured at the N that failed, the figure over its
+    threshold at both N where no class was named (over), and whether it was found in no more than
+    MAJORITY of the runs (some_runs). capacity_words.verdict says it in words."""
+    kind: str
+    figures: str
+    at: object = None
+    over: str = None
+    some_runs: bool = False
+
+
+KINDS = ("no runs", "lock", "oom", "failed", "thread", "cores", "page cache", "paced", "device", "servers", "not found")
+
+
+def judge(records, results=None, held=None):
+    """What ran out at the N that failed (records: that N's runs), judged against the N that held
+    (held: its runs; [] where N = 0 held, None: nothing to compare with, the thresholds alone
+    decide). The first that applies of: solvers lost (a lock, memory; with in how many runs where
+    not in most), the busiest data thread busy, all cores busy, the page cache, the storage (paced
+    reads at the IOPS limit, the device busy), the servers (a Redis node's CPU); else "not found"
+    with the figures. A figure names its class only where it crossed its threshold at the N that
+    failed and not at the N that held, or rose by RISE since. The CPU measure is the processes' own
+    (Figures.cores); the host monitor's, in the training window, is shown beside it where they
+    differ by CPU_DISAGREE or more. Host-device copies are never named: no record measures their
+    share of the solver's time."""
     if not records:
-        return "not found (no runs)"
-    lost_solvers = _lost_words_of(records, results)
+        return Stopper("no runs", "not found (no runs)")
+    lost_solvers = _lost_of(records, results)
     if lost_solvers:
         return lost_solvers
     ok = [r for r in records if r.ok]
     at, before = figures_of(ok, results), (figures_of(held, results) if held is not None else None)
     if before is not None and not held:
         before = None  # N = 0 held: no solver ran, the thresholds alone decide
-    named = _first_named(_classes(at), at, before) or _page_cache_squeezed(held or [], ok) or \
+    squeezed = _page_cache_squeezed(held or [], ok)
+    named = _first_named(_classes(at), at, before) or (("page cache", squeezed) if squeezed else None) or \
         _first_named(_late_classes(at), at, before)
     if named:
-        return named
+        return Stopper(named[0], named[1], at)
     shown = [f"{figure_label(at, name, label)} {both_ns(at, before, name)}" for name, label in SHOWN
              if getattr(at, name) is not None and (name != "monitor" or cpu_note(at))]
-    return f"not found ({'; '.join(shown) or 'no figures'})"
+    over = next((name for name, threshold, _ in _classes(at) + _late_classes(at)
+                 if getattr(at, name) is not None and getattr(at, name) >= threshold), None)
+    return Stopper("not found", f"not found ({'; '.join(shown) or 'no figures'})", at, over)
+
+
+def stopped_by(records, results=None, held=None):
+    """The figures behind what ran out at the N that failed, in words (judge's)."""
+    return judge(records, results, held).figures
+
+
+def stopped_at(records, curve, by_n, lost_at, results=None):
+    """(the N that failed, what stopped it: a Stopper) for a curve, or None when none failed."""
+    failed = first_failed(by_n, lost_at)
+    if failed is None:
+        return None
+    held = largest_n(by_n, lost_at)[0]
+    at = {n: [r for r in records if curve_of(r) == curve and solvers(r) == n] for n in (held, failed)}
+    return failed, judge(at[failed], results, at[held])
 
 
 def stopped_words(records, curve, by_n, lost_at, results=None):
-    """"stopped by" for a curve: what ran out at the N that failed, or "-" when none failed."""
-    failed = first_failed(by_n, lost_at)
-    if failed is None:
-        return "-"
-    held = largest_n(by_n, lost_at)[0]
-    at = {n: [r for r in records if curve_of(r) == curve and solvers(r) == n] for n in (held, failed)}
-    return f"{stopped_by(at[failed], results, at[held])} at {failed}"
+    """"stopped by" for a curve: what ran out at the N that failed, in words, or "-" when none failed."""
+    found = stopped_at(records, curve, by_n, lost_at, results)
+    return "-" if found is None else f"{verdict(found[1])} at {found[0]}"
 
 
 def _classes(at):
@@ -71,10 +101,11 @@ def _late_classes(at):
 
 
 def _first_named(classes, at, before):
-    """The first of (figure, threshold, words) whose figure discriminates, in words, or None."""
+    """(the figure's name, the class's figures in words) of the first of (figure, threshold, words)
+    whose figure discriminates, or None."""
     for name, threshold, words in classes:
         if _discriminates(getattr(at, name), getattr(before, name) if before else None, threshold, before is not None):
-            return f"{words}{both_ns(at, before, name)})"
+            return name, f"{words}{both_ns(at, before, name)})"
     return None
 
 
@@ -88,20 +119,23 @@ def _discriminates(failed, held, threshold, compared):
     return held is not None and (held < threshold or failed - held >= RISE)
 
 
-def _lost_words_of(records, results):
-    """Solvers lost at this N (a lock, memory, other failures), with in how many of the runs
-    where not in most of them; "" where none was lost."""
+def _lost_of(records, results):
+    """A Stopper for solvers lost at this N (a lock, memory, other failures), with in how many of
+    the runs where not in most of them; None where none was lost."""
     failed = [r for r in records if not r.ok]
     if not failed:
-        return ""
+        return None
     causes = failure_causes(records, results) if results else []
     refused = sum(int(c.split(" x ")[0]) for c in causes if "Failed to open leveldb" in c)
     killed = [r for r in failed if r.returncode == -signal.SIGKILL]
     if refused:
-        return f"a lock (LevelDB's: {refused} of {len(records)} solvers refused{_minority(records, failed)})"
+        return Stopper("lock", f"a lock (LevelDB's: {refused} of {len(records)} solvers refused"
+                       f"{_minority(records, failed)})", some_runs=bool(_minority(records, failed)))
     if killed:
-        return f"memory (OOM killer: {len(killed)} of {len(records)} solvers{_minority(records, killed)})"
-    return f"solvers failed ({'; '.join(causes) or failed_solvers(records)}{_minority(records, failed)})"
+        return Stopper("oom", f"memory (OOM killer: {len(killed)} of {len(records)} solvers"
+                       f"{_minority(records, killed)})", some_runs=bool(_minority(records, killed)))
+    return Stopper("failed", f"solvers failed ({'; '.join(causes) or failed_solvers(records)}"
+                   f"{_minority(records, failed)})", some_runs=bool(_minority(records, failed)))
 
 
 def _minority(records, hit):

@@ -6,9 +6,9 @@ import dataclasses
 from analysis.capacity_logs import failure_causes
 from analysis.capacity_stats import (bracketed, curve_of, curve_order, curves, failed_solvers, largest_n, lost,
                                      per_core_rates)
-from analysis.capacity_stoppers import stopped_words
+from analysis.capacity_stoppers import stopped_at
 from analysis.capacity_words import (au_cell, au_median_text, cpu_allows_text, few_runs, missed_state,
-                                     probe_note)
+                                     probe_note, verdict)
 from data_prep import backends, datasets
 from experiments.data_path_cpu import images_per_core_second, solvers
 
@@ -44,22 +44,37 @@ OUTSIDE_REFERENCES = {
 
 
 def table(records):
+    """Every curve in one table (capacity.md), and under it the figures behind each "stopped by"."""
     rows = ["| dataset | setup | backend | cache | largest N at AU >= 0.90 | its group AU (median, n) | "
             "N + 1 (median, n) | Ns measured | images/s per core | N the data path's CPU allows | failures | stopped by |",
             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    behind = ["", "What stopped each curve, and the figures behind it (at the N that failed, and at the N that held):", "",
+              "| dataset | setup | backend | cache | stopped by | the figures behind it |", "|---|---|---|---|---|---|"]
     lost_at = lost(records)
     for key, by_n in sorted(curves(records).items(), key=curve_order):
         dataset, setup, backend, cache = key
         n, at, above = largest_n(by_n, lost_at.get(key, ()))
         mine = [r for r in records if curve_of(r) == key]
         rate = images_per_core_second(mine)
+        stopped = stopped_words_and_figures(mine, key, by_n, lost_at.get(key, ()))
+        if stopped[1]:
+            behind.append(f"| {dataset} | {' / '.join(setup)} | {backend} | {cache} | {stopped[0]} | {stopped[1]} |")
         rows.append(f"| {dataset} | {' / '.join(setup)} | {backend} | {cache}{missed_state(mine, n)} | "
                     f"{n}{'' if bracketed(by_n, lost_at.get(key, ())) else ' (not bracketed)'} | {au_cell(at)} | "
                     f"{au_cell(above)} | "
                     f"{', '.join(map(str, sorted(by_n)))} | {f'{rate:,.0f}' if rate else '-'} | {cpu_allows_text(mine)} |"
                     + (f" {failed_solvers(mine)} solvers failed" if failed_solvers(mine) else " -")
-                    + f"{probe_note(mine)} | {stopped_words(mine, key, by_n, lost_at.get(key, ()))} |")
-    return "\n".join(rows) + "\n"
+                    + f"{probe_note(mine)} | {stopped[0]} |")
+    return "\n".join(rows + (behind if len(behind) > 5 else [])) + "\n"
+
+
+def stopped_words_and_figures(records, curve, by_n, lost_at, results=None):
+    """("stopped by" in words, the figures behind it) for a curve; ("-", None) when no N failed."""
+    found = stopped_at(records, curve, by_n, lost_at, results)
+    if found is None:
+        return "-", None
+    failed, stopper = found
+    return f"{verdict(stopper)} at {failed}", stopper.figures
 
 
 def compact(records, results=None):
@@ -74,6 +89,8 @@ def compact(records, results=None):
                 "|---|---|---|---|---|"]
         why = ["", "| backend | images/s per core (warm, cold) | N the data path's CPU allows (warm, cold) "
                    "| stopped by (warm; cold) |", "|---|---|---|---|"]  # a second table: each fits the page
+        behind = ["", "| backend | cache | stopped by | the figures behind it (at the N that failed, at the N that held) |",
+                  "|---|---|---|---|"]
         for backend in backends.REGISTRY:
             cells, rates, allows, stops = [], [], [], []
             for cache in ("warm", "cold"):
@@ -86,7 +103,11 @@ def compact(records, results=None):
                     cells += ["-", "-"]
                     continue
                 lost_here = lost_at.get((dataset, setup, backend, cache), set())
-                stops.append(stopped_words(mine, (dataset, setup, backend, cache), by_n, lost_here, results))
+                stop, figures = stopped_words_and_figures(mine, (dataset, setup, backend, cache), by_n, lost_here,
+                                                          results)
+                stops.append(stop)
+                if figures:
+                    behind.append(f"| {backend} | {cache} | {stop} | {figures} |")
                 n, at, above = largest_n(by_n, lost_here)
                 cells += [(f"**{n}**" if bracketed(by_n, lost_here) else
                            f">= {n} (the largest N run)" if n == max(by_n) else f">= {n} ({n + 1} not run)")
@@ -96,7 +117,7 @@ def compact(records, results=None):
             if any(c != "-" for c in cells):
                 out.append(f"| {backend} | {' | '.join(cells)} |")
                 why.append(f"| {backend} | {', '.join(rates)} | {', '.join(allows)} | {'; '.join(stops) or '-'} |")
-        out += why + [""]
+        out += why + (behind if len(behind) > 3 else []) + [""]
         if (dataset, setup) == max(k[:2] for k in found if k[0] == dataset):  # under its last table
             out += _cannot_hold(dataset, {k[2] for k in found if k[0] == dataset})
     return "\n".join(out)

@@ -105,3 +105,50 @@ def au_median_text(aus):
 
 def au_cell(aus):
     return f"{au_text(statistics.median(aus), 3)} ({len(aus)})" if aus else "-"
+
+
+def cores_words(allowed):
+    """'both cores', 'its one core', 'all 16 cores' (of a group that could use `allowed` cores)."""
+    if not allowed:
+        return "all cores"
+    return {1: "its one core", 2: "both cores"}.get(allowed, f"all {allowed:g} cores")
+
+
+def thread_words(at):
+    """The busiest data thread, as the verdict names it."""
+    if at.on_solver:
+        return "one thread: the solver thread"
+    if at.threads == 1 or at.busiest in (None, "prefetch"):
+        return "one thread: the prefetch thread"
+    return f"data threads: {at.busiest}"
+
+
+# a figure over its threshold at both N, in the words of a verdict that names no class
+BUSY_WORDS = {"thread": lambda at: thread_words(at).split(": ", 1)[1] + " busy",
+              "cores": lambda at: f"{cores_words(at.allowed)} busy",
+              "paced": lambda at: "its IOPS limit reached", "device": lambda at: "the device busy",
+              "servers": lambda at: "a Redis node busy"}
+
+
+def verdict(stopper):
+    """What stopped an N in a few words (capacity_stoppers.Stopper), with the one figure that says
+    it at the N that failed; the figures behind it are the stopper's own (Stopper.figures)."""
+    kind, at = stopper.kind, stopper.at
+
+    def share(name):
+        return f"{min(getattr(at, name), 1):.0%}"
+    words = {
+        "no runs": lambda: "no runs",
+        "lock": lambda: "LevelDB's lock",
+        "oom": lambda: "memory (OOM killer)",
+        "failed": lambda: "solvers failed",
+        "thread": lambda: f"{thread_words(at)} ({share('thread')})",
+        "cores": lambda: f"CPU: {cores_words(at.allowed)} busy ({share('cores')})",
+        "page cache": lambda: "memory: the page cache",
+        "paced": lambda: f"storage: its IOPS limit ({share('paced')})",
+        "device": lambda: f"storage: the device busy ({share('device')})",
+        "servers": lambda: f"a Redis node's CPU ({share('servers')})",
+        "not found": lambda: (f"no clear cause ({BUSY_WORDS[stopper.over](at)}, {share(stopper.over)}, as at the N "
+                              "before)" if stopper.over else "nothing measured near its limit"),
+    }[kind]()
+    return words + (" in some runs" if stopper.some_runs else "")

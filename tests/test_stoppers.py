@@ -282,3 +282,62 @@ def test_storage_iops_is_judged_on_the_monitors_reads_in_the_training_window(tmp
     held, failed = run(3, "a", 300, 70), run(4, "b", 300, 97)
     assert stoppers.stopped_by(failed, tmp_path, held) == "storage (IOPS limit, 97% at 4, 70% at 3)"
     assert stoppers.stopped_by(run(4, "c", 300, 40), tmp_path, held).startswith("not found")
+
+
+def say(failed, held=None, results=None):
+    """The verdict a table's "stopped by" cell shows for these runs."""
+    return words.verdict(stoppers.judge(failed, results, held))
+
+
+def test_the_verdict_is_a_few_words_and_its_figures_stay_behind_it(tmp_path):
+    """A person reads what stopped an N in a few words with its one figure; the figures at both N
+    are the stopper's own (stopped_by), for the table under the cells."""
+    held, failed = group(3, "a", process=threads(0.70)), group(4, "b", process=threads(1.0))
+    assert say(failed, held) == "one thread: the prefetch thread (100%)"
+    assert stoppers.judge(failed, None, held).figures == "one thread (prefetch 100% at 4, 70% at 3, 1 thread)"
+    pool = {"thread_cpu_seconds": {proctrack.PREFETCH: 2.0, proctrack.DECODE: 0.97 * TRAINING * 3}}
+    assert say(group(4, "p", read_options={"decode_threads": 4}, process=pool),
+               group(3, "q", read_options={"decode_threads": 4}, process={"thread_cpu_seconds": {
+                   proctrack.PREFETCH: 2.0, proctrack.DECODE: 0.5 * TRAINING * 3}})) == "data threads: each decode thread (97%)"
+    cores = group(4, "c", tmp_path, cpu=96.0, process={**threads(0.1), "cpu_seconds": own(0.96, 4)})
+    calm = group(3, "d", tmp_path, cpu=60.0, process={**threads(0.1), "cpu_seconds": own(0.60, 3)})
+    assert say(cores, calm, tmp_path) == "CPU: both cores busy (96%)"
+    busy_too = group(3, "e", tmp_path, cpu=96.0, process={**threads(0.1), "cpu_seconds": own(0.96, 3)})
+    assert say(cores, busy_too, tmp_path) == "no clear cause (both cores busy, 96%, as at the N before)"
+    idle = group(4, "f", tmp_path, cpu=30.0, process={**threads(0.2), "cpu_seconds": own(0.3, 4)})
+    assert say(idle, group(3, "g", tmp_path, cpu=25.0, process={**threads(0.2), "cpu_seconds": own(0.25, 3)}),
+               tmp_path) == "nothing measured near its limit"
+    one_core = group(2, "k", process={**threads(0.1), "cpu_seconds": own(0.96, 2)}, environment={"cpu_cores": 1})
+    assert words.cores_words(measures.figures_of(one_core).allowed) == "its one core"
+    assert words.cores_words(16) == "all 16 cores"
+
+
+def test_lost_solvers_are_said_without_their_counts(tmp_path):
+    killed = group(3, "a")
+    killed[0] = dataclasses.replace(killed[0], status="failed", returncode=-signal.SIGKILL, au=None)
+    assert say(killed) == "memory (OOM killer)"
+    some = killed + group(3, "b") + group(3, "c")
+    assert say(some) == "memory (OOM killer) in some runs"
+    assert stoppers.stopped_by(some) == "memory (OOM killer: 1 of 9 solvers, in 1 of 3 runs)"
+    refused = group(2, "l")
+    refused[1] = dataclasses.replace(refused[1], status="failed", returncode=1, au=None)
+    log = tmp_path / refused[1].run_dir / "caffe.log"
+    log.parent.mkdir(parents=True)
+    log.write_text("F1125 12:00:00.000 db_leveldb.cpp:16] Check failed: status.ok() Failed to open leveldb x\n")
+    assert say(refused, group(1, "h"), tmp_path) == "LevelDB's lock"
+
+
+def test_the_tables_show_the_verdict_in_the_cell_and_its_figures_in_a_table_below():
+    from analysis import capacity_tables as tables
+    held = [dataclasses.replace(r, au=0.95) for r in group(3, "a", process=threads(0.70))]
+    failed = group(4, "b", process=threads(1.0))
+    full = tables.table(held + failed)
+    cell_row = next(line for line in full.splitlines() if line.startswith("| mnist |"))
+    assert cell_row.endswith("| one thread: the prefetch thread (100%) at 4 |")
+    assert "| lmdb | warm | one thread: the prefetch thread (100%) at 4 | " \
+           "one thread (prefetch 100% at 4, 70% at 3, 1 thread) |" in full
+    short = tables.compact(held + failed)
+    assert next(line for line in short.splitlines() if line.startswith("| lmdb | 7,")).endswith(
+        "| one thread: the prefetch thread (100%) at 4 |")
+    assert "| lmdb | warm | one thread: the prefetch thread (100%) at 4 | " \
+           "one thread (prefetch 100% at 4, 70% at 3, 1 thread) |" in short
