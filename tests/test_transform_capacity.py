@@ -13,7 +13,7 @@ from analysis import capacity_stoppers as stoppers
 from analysis import capacity_words as words
 from analysis import decode_threads
 from experiments import data_path_cpu, proctrack
-from experiments.record import Record, append, recorded
+from experiments.record import Record, append, load
 
 MS, BATCH, ITERATIONS, TRAINING = 51.0, 256, 150, 10.0
 NEEDED = data_path_cpu.THRESHOLD * BATCH * 1000 / MS  # images a second that 0.90 of one emulated H100 eats
@@ -67,8 +67,8 @@ def test_the_committed_runs_bear_the_prediction_out():
     """ImageNet LMDB warm at an emulated 30 ms per iteration (the catalogue's transform-threads runs):
     one transform thread fell short (AU < 0.90) and the CPU figure allows 0; two held, and it
     allows at least one solver."""
-    runs = [r for r in recorded(catalogue.folder("ci-2core-transform-threads"), "imagenet")
-            if r.ok and r.cache == "warm" and r.compute.get("accelerator") == "30ms"]
+    runs = [r for r in load(catalogue.tracked_records("ci-2core-transform-threads"))
+            if r.dataset == "imagenet" and r.ok and r.cache == "warm" and r.compute.get("accelerator") == "30ms"]
     for threads, fed in ((1, False), (2, True)):
         mine = [r for r in runs if (r.read_options or {}).get("transform_threads", 1) == threads]
         assert mine and all((r.au >= data_path_cpu.THRESHOLD) == fed for r in mine), (threads, [r.au for r in mine])
