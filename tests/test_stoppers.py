@@ -341,3 +341,14 @@ def test_the_tables_show_the_verdict_in_the_cell_and_its_figures_in_a_table_belo
         "| one thread: the prefetch thread (100%) at 4 |")
     assert "| lmdb | warm | one thread: the prefetch thread (100%) at 4 | " \
            "one thread (prefetch 100% at 4, 70% at 3, 1 thread) |" in short
+
+
+def test_the_run_line_says_what_held_it_up_in_the_tables_words():
+    """Record.what_limited (the line under each run) leads with the capacity tables' words, its
+    figures after them."""
+    def run(prefetch):
+        return Record("r", "mnist", "images", "warm", au=0.3, solver_seconds=TRAINING,
+                      process={"thread_cpu_seconds": {proctrack.PREFETCH: prefetch * TRAINING}})
+    assert run(0.98).what_limited("ImageData").startswith("one thread: the prefetch thread's CPU (busy 98% of ")
+    assert run(0.2).what_limited("Data") == \
+        "nothing measured near its limit: waiting on the data (the prefetch thread busy 20%)"
