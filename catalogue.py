@@ -4,6 +4,7 @@ docs it answers and its status. Code asks here for a folder instead of writing i
 import dataclasses
 import fnmatch
 import functools
+import subprocess
 import tomllib
 from pathlib import Path
 
@@ -90,3 +91,19 @@ def current(name):
 def named(pattern):
     """Catalogued names matching a glob pattern (fnmatch), sorted: e.g. '*-calibrate*'."""
     return sorted(n for n in entries() if fnmatch.fnmatch(n, pattern))
+
+
+def tracked(folder, pattern="*"):
+    """The files git tracks under `folder` whose name matches `pattern` (fnmatch), sorted: the
+    committed results, without the runs a user made beside them (make mnist-all, make host-check
+    write into results/ too). Checks of committed results read these, never a glob of the folder."""
+    names = subprocess.run(["git", "-C", str(ROOT), "ls-files", "-z", "--", str(Path(folder).relative_to(ROOT))],
+                           capture_output=True, text=True, check=True, timeout=60).stdout.split("\0")
+    return sorted(ROOT / n for n in names if n and fnmatch.fnmatch(Path(n).name, pattern))
+
+
+def tracked_records(name):
+    """The record files (DATASET/records*.jsonl, as experiments.record.load reads a folder) git
+    tracks in the catalogued folder `name`."""
+    top = folder(name)
+    return [f for f in tracked(top, "records*.jsonl") if len(f.relative_to(top).parts) == 2]

@@ -9,8 +9,9 @@ CPU second; then how busy the prefetch thread and the data threads were; from th
 import argparse
 import statistics
 
-from analysis import capacity
+from analysis.capacity_measures import data_threads_share
 from data_prep import backends
+from experiments.data_path_cpu import images_per_core_second
 from experiments.record import recorded
 
 # what each thread option's threads do; the backends that declare one (data_prep/backends) are compared
@@ -41,7 +42,7 @@ def table(a, datasets, threads):
             if not rs:
                 continue
             aus = [r.au for r in rs]
-            rate = capacity.images_per_core_second(rs)
+            rate = images_per_core_second(rs)
             lines.append(f"| {dataset} | {n} | {len(rs)} | {statistics.median(aus):.3f} ({min(aus):.3f}-{max(aus):.3f}) "
                          f"| {statistics.median(aus) / base:.2f}x | {f'{rate:,.0f}' if rate else '-'} |" if base else "")
     return "\n".join(lines)
@@ -68,7 +69,7 @@ def busy_table(a, datasets, threads):
         for n, rs in runs_by_threads(a, dataset, threads).items():
             if rs:
                 lines.append(f"| {dataset} | {n} | {percent_range([r.prefetch_share() for r in rs])} "
-                             f"| {percent_range([capacity.data_threads_share(r) for r in rs])} "
+                             f"| {percent_range([data_threads_share(r) for r in rs])} "
                              f"| {percent_range([other_load(r) for r in rs])} |")
     return "\n".join(lines)
 

@@ -11,8 +11,9 @@ import statistics
 import sys
 from pathlib import Path
 
-from analysis import capacity
+from analysis.capacity_stats import group_aus
 from experiments.cgroup import Limits
+from experiments.data_path_cpu import solvers
 from experiments.record import load
 
 PATHS = ("mmap", "coalesced", "shared")
@@ -69,14 +70,14 @@ def training_rows(folder):
     cells = {}
     for r in load([folder]):
         if not r.superseded:
-            key = ((r.read_options or {}).get("lmdb_read", "mmap"), r.cache, capacity.solvers(r))
+            key = ((r.read_options or {}).get("lmdb_read", "mmap"), r.cache, solvers(r))
             cells.setdefault(key, []).append(r)
     rows = ["| N | cache | " + " | ".join(PATHS) + " |", "|---|---|---|---|---|"]
     for n in sorted({k[2] for k in cells}):
         for cache in ("warm", "cold"):
             row = []
             for read in PATHS:
-                aus = sorted(au for au, _ in capacity.group_aus(cells.get((read, cache, n), [])).values())
+                aus = sorted(au for au, _ in group_aus(cells.get((read, cache, n), [])).values())
                 row.append(f"{statistics.median(aus):.3f} ({aus[0]:.3f}-{aus[-1]:.3f}, n = {len(aus)})" if aus else "-")
             if any(cell != "-" for cell in row):
                 rows.append(f"| {n} | {cache} | " + " | ".join(row) + " |")

@@ -34,11 +34,13 @@ from pathlib import Path
 
 import processes
 import toolchain
+from analysis import capacity_stats as stats
+from analysis.capacity_stoppers import stopped_words
 from data_prep import datasets
 from data_prep.redis_cluster import external as redis_external
-from analysis import capacity
 from experiments import hosts, lab_cluster, record
 from experiments.config import RunConfig, arguments
+from experiments.data_path_cpu import solvers
 
 SERVERS = 3
 ROW_HEAD = ("| client hosts | largest N | group AU at N / N + 1 (median, n) | stopped by | CPU per image at N + 1 "
@@ -117,13 +119,13 @@ def row_of(a, h, seeds):
     the CPU per image at N + 1, or at N where --max held and N + 1 was not run."""
     mine = [r for r in record.recorded(a.out, a.dataset) if not r.superseded
             and (r.concurrent or {}).get("client_hosts") == h and (r.location or {}).get("seeds") == seeds]
-    key = capacity.curve_of(mine[-1])
-    curve = [r for r in mine if capacity.curve_of(r) == key]
-    by_n, lost_at = capacity.curves(curve)[key], capacity.lost(curve).get(key, set())
-    n, at, above = capacity.largest_n(by_n, lost_at)
-    split = capacity.cpu_per_image([r for r in curve if capacity.solvers(r) == (n + 1 if above else n)])
+    key = stats.curve_of(mine[-1])
+    curve = [r for r in mine if stats.curve_of(r) == key]
+    by_n, lost_at = stats.curves(curve)[key], stats.lost(curve).get(key, set())
+    n, at, above = stats.largest_n(by_n, lost_at)
+    split = stats.cpu_per_image([r for r in curve if solvers(r) == (n + 1 if above else n)])
     return (f"| {h} | {n}{'' if above else '+'} | {_median(at)} / {_median(above)} | "
-            f"{capacity.stopped_words(curve, key, by_n, lost_at, Path(a.out))} | "
+            f"{stopped_words(curve, key, by_n, lost_at, Path(a.out))} | "
             f"{' / '.join(f'{v:.1f}' for v in split) if split else '-'} |")
 
 

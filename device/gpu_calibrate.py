@@ -32,15 +32,12 @@ their own, since the fidelity tables take one probe per folder.
 import argparse
 import json
 import os
-import shutil
 import subprocess
 import sys
-import tarfile
-import time
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from device import gpu_host
+from device.steps import LOAN_SECONDS, Plan, Step, gpu_tag, run_plan  # noqa: F401 (run_plan: offered here too)
 from experiments.config import RunConfig, arguments
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -48,7 +45,6 @@ ROOT = Path(__file__).resolve().parents[1]
 BUNDLE = ROOT / ".device-bundle"
 DEVICE_DATA = ROOT / ".device-data"
 MNIST_SOURCE = DEVICE_DATA / "fashion-mnist"
-LOAN_SECONDS = 600            # what the issue asks the whole step to fit, start-up included
 START_UP_SECONDS = 60         # a machine's start and the transfers, measured on the lent machines
 REPEATS = 3
 EMULATED = "h100"             # the profile under test (models/accelerators.json)
@@ -60,39 +56,6 @@ CARRY_LIMIT_MIB = 64          # what the device tool sends: tracked tree + carri
 CELLS = [("mnist", "lmdb", 5000, 10), ("mnist", "images", 5000, 22), ("cifar10", "images", 1500, 21)]
 GPU_TIME_TRAIN = "mnist=2000,cifar10=2000,imagenet=40"
 ITERS_REASON = "cut to fit the GPU step of the calibration in one 10-minute loan"
-
-
-@dataclass
-class Step:
-    name: str
-    argv: list
-    estimate_s: float
-    status: str = "planned"   # planned | ok | failed | skipped
-    seconds: float = None
-    note: str = None
-
-
-@dataclass
-class Plan:
-    results: Path
-    data: Path
-    steps: list = field(default_factory=list)
-
-    def estimate(self):
-        return sum(s.estimate_s for s in self.steps)
-
-
-def gpu_tag():
-    """'h100', 'h200', ... from the first GPU's name; 'gpu' where none answers."""
-    try:
-        name = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
-                              text=True, timeout=30).stdout.splitlines()[0]
-    except (OSError, IndexError, subprocess.TimeoutExpired):
-        return "gpu"
-    for word in name.replace("NVIDIA", "").split():
-        if word[:1].isalpha() and any(c.isdigit() for c in word):
-            return word.lower()
-    return "gpu"
 
 
 def make_plan(results, data, python=sys.executable):
@@ -188,82 +151,6 @@ def dry_run(plan, bundle=BUNDLE):
     if not problems:
         print("ready: carry .device-bundle and .device-data, then make gpu-calibrate on the machine")
     return problems
-
-
-# --- the run on the GPU machine -------------------------------------------------------------
-
-def write_state(plan, started, out_dir):
-    state = {"started": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(started)),
-             "elapsed_s": round(time.time() - started, 1), "budget_note": f"the loan: {LOAN_SECONDS} s",
-             "steps": [dict(asdict(s), argv=" ".join(s.argv[1:])) for s in plan.steps]}
-    target = plan.results / "calibrate.json"
-    partial = target.with_suffix(".json.partial")
-    partial.write_text(json.dumps(state, indent=1))
-    os.replace(partial, target)
-    if out_dir:
-        pack(plan.results, Path(out_dir) / f"{plan.results.name}.tar.xz")
-
-
-def pack(folder, target):
-    """The results folder as one tar.xz (snapshots excluded), written whole or not at all."""
-    partial = target.with_name(target.name + ".partial")
-    with tarfile.open(partial, "w:xz") as tar:
-        tar.add(folder, arcname=folder.name, filter=lambda t: None if "snapshot_iter_" in t.name else t)
-    os.replace(partial, target)
-
-
-def earlier_steps(results):
-    """The steps an earlier call into this results folder finished ok, by name (--resume)."""
-    try:
-        state = json.loads((results / "calibrate.json").read_text())
-    except (OSError, ValueError):
-        return {}
-    return {s["name"]: s for s in state.get("steps", []) if s.get("status") == "ok"}
-
-
-def run_step(step, env, timeout_s):
-    """Run one step, its output shown as it comes and its errors when it ends; a failed step's
-    note ends with its last line of errors, so that calibrate.json says why without the machine's
-    terminal."""
-    try:
-        done = subprocess.run(step.argv, cwd=ROOT, env=env, timeout=timeout_s, stderr=subprocess.PIPE, text=True)
-    except subprocess.TimeoutExpired as e:
-        sys.stderr.write(e.stderr.decode(errors="replace") if isinstance(e.stderr, bytes) else e.stderr or "")
-        step.status, step.note = "failed", "stopped at the budget's end"
-        return
-    sys.stderr.write(done.stderr)
-    last = ([line.strip() for line in done.stderr.splitlines() if line.strip()] or [""])[-1]
-    step.status = "ok" if done.returncode == 0 else "failed"
-    step.note = None if done.returncode == 0 else f"exit {done.returncode}" + (f": {last[:300]}" if last else "")
-
-
-def run_plan(plan, budget_s, out_dir, log=print, resume=False):
-    """resume: the steps an earlier call into plan.results finished ok are kept, not run again."""
-    started = time.time()
-    (plan.results / "benchmarks").mkdir(parents=True, exist_ok=True)
-    env = dict(os.environ, PYTHONUNBUFFERED="1", PYTHONPATH=os.pathsep.join(
-        filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
-    earlier = earlier_steps(plan.results) if resume else {}
-    for step in plan.steps:
-        if step.name in earlier:
-            step.status, step.seconds = "ok", earlier[step.name].get("seconds")
-            step.note = "an earlier call's"
-            log(f"[{time.time() - started:5.0f} s] {step.name}: done by an earlier call")
-            continue
-        left = budget_s - (time.time() - started)
-        if step.estimate_s > left:
-            step.status, step.note = "skipped", f"{left:.0f} s left of the budget, {step.estimate_s:.0f} s needed"
-            log(f"[{time.time() - started:5.0f} s] skip {step.name}: {step.note}")
-            continue
-        log(f"[{time.time() - started:5.0f} s] {step.name}")
-        t0 = time.time()
-        run_step(step, env, max(left, 1))
-        step.seconds = round(time.time() - t0, 1)
-        write_state(plan, started, out_dir)
-    write_state(plan, started, out_dir)
-    failed = [s.name for s in plan.steps if s.status != "ok"]
-    log(f"done in {time.time() - started:.0f} s; " + (f"not ok: {', '.join(failed)}" if failed else "every step ok"))
-    return 1 if any(s.status == "failed" for s in plan.steps) else 0
 
 
 def main(argv=None):

@@ -22,6 +22,7 @@ import os
 import sys
 from pathlib import Path
 
+from device.steps import Plan, Step, gpu_tag, run_plan
 from experiments.config import RunConfig, arguments
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -50,7 +51,6 @@ def host_steps(results, data, python=sys.executable):
 
 
 def main(argv=None):
-    from device import gpu_calibrate
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--dry-run", action="store_true", help="print the steps and their time; run nothing")
     p.add_argument("--budget", type=float, default=HOST_CHECK_S + CAPACITY_S + 60,
@@ -59,13 +59,13 @@ def main(argv=None):
     p.add_argument("--data", type=Path, default=Path("/tmp/imgstore-calibrate-data"),
                    help="where the data is (default: %(default)s)")
     a = p.parse_args(argv)
-    results = a.results or ROOT / "results" / f"{gpu_calibrate.gpu_tag()}-calibrate"
-    plan = gpu_calibrate.Plan(results, a.data, [gpu_calibrate.Step(*s) for s in host_steps(results, a.data)])
+    results = a.results or ROOT / "results" / f"{gpu_tag()}-calibrate"
+    plan = Plan(results, a.data, [Step(*s) for s in host_steps(results, a.data)])
     if a.dry_run:
         for s in plan.steps:
             print(f"  {s.estimate_s:4.0f} s  {s.name}: {' '.join(s.argv[1:])}")
         return 0
-    return gpu_calibrate.run_plan(plan, a.budget, os.environ.get("OUT"))
+    return run_plan(plan, a.budget, os.environ.get("OUT"))
 
 
 if __name__ == "__main__":

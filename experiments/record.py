@@ -135,7 +135,9 @@ class Record:
 
     def what_limited(self, layer=None):
         """What held the accelerator up, in words, from this run's own evidence (the threads' CPU,
-        the disk's paced reads, iowait, where the data lives); None where AU >= 0.90 or unknown.
+        the disk's paced reads, iowait, where the data lives): the capacity tables' words first
+        ("one thread: ...", "nothing measured near its limit"), the figures after them in
+        parentheses; None where AU >= 0.90 or unknown.
         layer: the Caffe layer that read the data (HDF5Data and MemoryData read on the solver thread)."""
         if self.au is None or self.au >= 0.90 or not self.solver_seconds:
             return None
@@ -149,17 +151,19 @@ class Record:
             return (f"the CPU quota ({quota:g} cores; throttled in "
                     f"{throttling['throttled_periods'] / throttling['periods']:.0%} of its periods)")
         if prefetch >= 0.85:
-            return f"the prefetch thread's CPU (busy {prefetch:.0%} of the solver's time; {self._prefetch_work()})"
+            return (f"one thread: the prefetch thread's CPU (busy {prefetch:.0%} of the solver's time; "
+                    f"{self._prefetch_work()})")
         if layer in ("HDF5Data", "MemoryData"):
             copies = " and the host-to-device copies it makes" if (self.compute or {}).get("host_copy_latency_us") else ""
-            return f"the solver thread, which reads the data{copies} ({layer}; its CPU {solver:.0%} of the solver's time)"
+            return (f"one thread: the solver thread, which reads the data{copies} ({layer}; its CPU {solver:.0%} of "
+                    "the solver's time)")
         if paced.get("read_ios") and riops and paced["read_ios"] / riops >= 0.1 * self.solver_seconds:
             return f"the disk's read limit ({riops} IOPS; {paced['read_ios']:,} reads paced)"
         if iowait >= 10:
             return f"reads from the disk (iowait {iowait:.0f}% of the CPU)"
         if (self.location or {}).get("kind") not in (None, "local"):
             return f"the servers' replies (the prefetch thread busy {prefetch:.0%}; the rest waiting on the network)"
-        return f"not the data path's CPU (the prefetch thread busy {prefetch:.0%}): waiting on the data"
+        return f"nothing measured near its limit: waiting on the data (the prefetch thread busy {prefetch:.0%})"
 
     def _prefetch_work(self):
         """What the prefetch thread does, in words, with the pool beside it (decode_threads,

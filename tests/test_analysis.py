@@ -119,7 +119,7 @@ def test_notebooks_read_local_results_once_there_are_any(tmp_path):
 
 
 def test_committed_h100_records_make_a_report(tmp_path):
-    records = report.load_records([catalogue.folder("h100")])
+    records = report.load_records(catalogue.tracked_records("h100"))
     assert records and all(r.environment["gpu_model"].startswith("NVIDIA H100") for r in records)
     assert {r.cache_resident_fraction for r in records if r.cache == "cold"} == {0.0}
     assert {r.mode for r in records} == {"gpu"} and all(r.startup_seconds is None for r in records)
@@ -130,6 +130,6 @@ def test_committed_h100_records_make_a_report(tmp_path):
 
 
 def test_old_records_that_named_a_changed_profile_are_shown_with_their_real_limits():
-    records = report.load_records([catalogue.folder("h100-paper2016-riops1000")])
+    records = report.load_records(catalogue.tracked_records("h100-paper2016-riops1000"))
     assert records and {r.limits_label() for r in records} == {
         "8 cores, 16 GiB, 1000 read IOPS, 600 MB/s (paper2016 modified)"}

@@ -7,9 +7,14 @@ import re
 import pytest
 
 from analysis import capacity
+from analysis import capacity_figures as figures
+from analysis import capacity_stats as stats
+from analysis import capacity_stoppers as stoppers
+from analysis import capacity_tables as tables
+from analysis import capacity_words as words
 from benchmarks import capacity as sweep
 from conftest import ROOT
-from experiments import proctrack, runner
+from experiments import data_path_cpu, proctrack, runner
 from experiments.config import RunConfig
 from experiments.record import recorded
 
@@ -27,12 +32,12 @@ def group_of(r):
 def replayed(records, max_n, confirm):
     """(answer, {N: runs}) of the sweep's search replayed on these records' group AUs, each N's
     in the order they ran: what a sweep that saw only these runs would have run and answered."""
-    n_of = {group_of(r): capacity.solvers(r) for r in records}
+    n_of = {group_of(r): data_path_cpu.solvers(r) for r in records}
     ran = {}
-    for group, (au, _) in capacity.group_aus(records).items():
+    for group, (au, _) in stats.group_aus(records).items():
         ran.setdefault(n_of[group], []).append(au)
     search = sweep.Sweep(RunConfig("mnist", records[0].backend, "warm"), log=lambda m: None)
-    search.records = {1: [r for r in records if capacity.solvers(r) == 1]}
+    search.records = {1: [r for r in records if data_path_cpu.solvers(r) == 1]}
 
     def aus_at(n, count):
         have = search.seen.setdefault(n, [])
@@ -54,16 +59,16 @@ def test_each_backend_is_swept_on_its_own_runs(mnist_small, tmp_path, monkeypatc
     records = recorded(tmp_path, "mnist")
     groups = {}
     for r in records:
-        groups.setdefault(r.backend, {}).setdefault(capacity.solvers(r), set()).add(group_of(r))
+        groups.setdefault(r.backend, {}).setdefault(data_path_cpu.solvers(r), set()).add(group_of(r))
     runs = {backend: {n: len(g) for n, g in by_n.items()} for backend, by_n in groups.items()}
-    answers = {key[2]: capacity.largest_n(by_n) for key, by_n in capacity.curves(records).items()}
+    answers = {key[2]: stats.largest_n(by_n) for key, by_n in stats.curves(records).items()}
     # lmdb: N = 1 and 2 hold, N = 2 confirmed
     assert runs["lmdb"] == {1: 1, 2: 2}, runs
-    assert answers["lmdb"][0] == 2 and min(answers["lmdb"][1]) >= capacity.THRESHOLD, answers["lmdb"]
+    assert answers["lmdb"][0] == 2 and min(answers["lmdb"][1]) >= data_path_cpu.THRESHOLD, answers["lmdb"]
     images = answers["images"][0]
     assert replayed([r for r in records if r.backend == "images"], 2, 2) == (images, runs["images"])
     assert replayed([r for r in records if r.backend == "lmdb"], 2, 2) == (2, runs["lmdb"])
-    table = capacity.table(records)
+    table = tables.table(records)
     assert "| lmdb | warm | 2 (not bracketed) |" in table  # N = 3 never ran: not bracketed
     assert (f"| images | warm | {images} |" if images < 2 else "| images | warm | 2 (not bracketed) |") in table
 
@@ -73,50 +78,50 @@ def test_each_backend_is_swept_on_its_own_runs(mnist_small, tmp_path, monkeypatc
     # (test_the_prefetch_threads_cpu_is_measured... checks it on a run's measured CPU)
     records = [dataclasses.replace(r, process={"thread_cpu_seconds": {proctrack.PREFETCH: 0.01 * (i + 1)}})
                for i, r in enumerate(records)]
-    reference = capacity.OutsideReference("a loader", 4_000, 2, ("lmdb",), "raw", "a page")
-    monkeypatch.setitem(capacity.OUTSIDE_REFERENCES, "mnist", (reference,))
-    rates = capacity.per_core_rates(records)
+    reference = tables.OutsideReference("a loader", 4_000, 2, ("lmdb",), "raw", "a page")
+    monkeypatch.setitem(tables.OUTSIDE_REFERENCES, "mnist", (reference,))
+    rates = stats.per_core_rates(records)
     lmdb_rate = next(v["warm"] for k, v in rates.items() if k[2] == "lmdb")
     lmdb_cpu = [0.01 * (i + 1) for i, r in enumerate(records) if r.backend == "lmdb"]
     assert lmdb_rate == pytest.approx(len(lmdb_cpu) * 100 * 64 / sum(lmdb_cpu), rel=1e-12)  # LeNet's batch: 64
-    lines = capacity.against_outside(records).splitlines()
+    lines = tables.against_outside(records).splitlines()
     lmdb_row = next(line for line in lines if "| lmdb |" in line)
     assert lmdb_row.endswith(f"| {lmdb_rate / 2_000:.2f}x |") and f"{lmdb_rate:,.0f}" in lmdb_row
     assert next(line for line in lines if "| images |" in line).endswith("| - | - |")
-    assert capacity.figure_per_core(records, "mnist", tmp_path).stat().st_size > 10_000
+    assert figures.figure_per_core(records, "mnist", tmp_path).stat().st_size > 10_000
 
     # what the data path's CPU alone allows: cores x the per-core rate over 0.90 of what one
     # emulated H100 eats, and nothing when one solver's prefetch thread cannot feed one
     lmdb_runs = [r for r in records if r.backend == "lmdb"]
     needed = 0.9 * 64 * 1000 / lmdb_runs[0].compute["ms_per_iteration"]
-    n, share = capacity.cpu_allows(lmdb_runs)
+    n, share = data_path_cpu.cpu_allows(lmdb_runs)
     assert share == pytest.approx(lmdb_rate / needed) and share > 1
     assert n == pytest.approx(lmdb_runs[0].environment["cpu_cores"] * lmdb_rate / needed)
     # a prefetch thread whose CPU per image gives 0.12 of what the accelerator needs
     slow_cpu = 100 * 64 / (0.12 * needed)
     slow = [dataclasses.replace(r, process={"thread_cpu_seconds": {proctrack.PREFETCH: slow_cpu}})
             for r in lmdb_runs]
-    assert capacity.cpu_allows(slow)[0] == 0 and "| 0 (one thread: 0.12) |" in capacity.table(slow)
+    assert data_path_cpu.cpu_allows(slow)[0] == 0 and "| 0 (one thread: 0.12) |" in tables.table(slow)
     on_solver_thread = [dataclasses.replace(r, process={"thread_cpu_seconds": {proctrack.SOLVER: 0.05}}) for r in lmdb_runs]
-    assert capacity.cpu_allows(on_solver_thread) is None
+    assert data_path_cpu.cpu_allows(on_solver_thread) is None
 
     # the compact tables name, once per dataset, the backends that cannot hold it and why
-    assert "Not in the" not in capacity.compact(records)  # every backend can hold MNIST
-    as_imagenet = capacity.compact([dataclasses.replace(r, dataset="imagenet") for r in records])
+    assert "Not in the" not in tables.compact(records)  # every backend can hold MNIST
+    as_imagenet = tables.compact([dataclasses.replace(r, dataset="imagenet") for r in records])
     missing = [line for line in as_imagenet.splitlines() if line.startswith("Not in the ImageNet tables")]
     assert len(missing) == 2 and missing[0].startswith("Not in the ImageNet tables: hdf5: HDF5Data applies no transform")
     assert missing[1].startswith("Not in the ImageNet tables: pymem, cppmem: the whole dataset must fit in memory")
 
     # superseded runs stay in the records and count nowhere: the sweep runs N = 2 again
     from experiments.supersede import supersede
-    old = [r.run_id for r in records if r.backend == "lmdb" and capacity.solvers(r) == 2]
+    old = [r.run_id for r in records if r.backend == "lmdb" and data_path_cpu.solvers(r) == 2]
     assert supersede(tmp_path / "mnist" / "records.jsonl", old, "a test") == []
     assert sweep.main(["mnist", "lmdb", "warm", "--max", "2", "--iters", "100", "--confirm", "2",
                        "--accelerator", SLOW_ACCELERATOR, "--data", str(mnist_small.parent),
                        "--out", str(tmp_path)]) == 0
     again = recorded(tmp_path, "mnist")
     assert sorted(r.run_id for r in again if r.superseded) == sorted(old) and len(old) == 4
-    fresh = {r.concurrent["group"] for r in again if r.backend == "lmdb" and capacity.solvers(r) == 2
+    fresh = {r.concurrent["group"] for r in again if r.backend == "lmdb" and data_path_cpu.solvers(r) == 2
              and not r.superseded}
     assert len(fresh) == 2
 
@@ -135,7 +140,7 @@ def test_the_prefetch_threads_cpu_is_measured_and_the_per_core_rate_is_the_runs_
     # every thread's CPU (each rounded to 1 ms, what no sample saw under 10 ms left out) adds
     # up to the process's own
     assert abs(sum(by_role.values()) - r.process["cpu_seconds"]) < 0.01 + 0.0005 * len(by_role), r.process
-    rate = capacity.per_core_rates([r])[("mnist", capacity.setup_of(r), "lmdb")]["warm"]
+    rate = stats.per_core_rates([r])[("mnist", stats.setup_of(r), "lmdb")]["warm"]
     assert rate == pytest.approx(3000 * 64 / (prefetch + proctrack.readers_cpu(by_role)), rel=1e-12)
 
 
@@ -159,12 +164,12 @@ def test_a_limit_per_further_solver_keeps_the_cache_share_at_every_n(mnist_small
                        "--accelerator", SLOW_ACCELERATOR, "--mem-limit", "512M", "--mem-per-solver", "128M",
                        "--data", str(mnist_small.parent), "--out", str(tmp_path)]) == 0
     records = recorded(tmp_path, "mnist")
-    applied = {capacity.solvers(r): int(next(v for k, v in r.limits["applied"].items() if k.startswith("memory.")))
+    applied = {data_path_cpu.solvers(r): int(next(v for k, v in r.limits["applied"].items() if k.startswith("memory.")))
                for r in records}
     assert applied == {1: 512 << 20, 2: 640 << 20}
-    assert len(capacity.curves(records)) == 1  # N = 1 and N = 2 are one setup
-    assert "0.5 GiB + 0.125 GiB per further solver" in capacity.table(records)
-    pair = [r for r in records if capacity.solvers(r) == 2]
+    assert len(stats.curves(records)) == 1  # N = 1 and N = 2 are one setup
+    assert "0.5 GiB + 0.125 GiB per further solver" in tables.table(records)
+    pair = [r for r in records if data_path_cpu.solvers(r) == 2]
     anon = pair[0].process["peak_anon_bytes"]
     assert pair[0].cache_room_bytes() == (640 << 20) - 2 * anon
 
@@ -210,9 +215,9 @@ def test_a_curve_whose_hosts_probe_apart_says_it_is_not_one_hosts_answer():
     def run(name, rate=None):
         return Record(name, "mnist", "lmdb", "warm", environment={"cpu_probe": {"images_per_second": rate}} if rate else {})
     same = [run(f"r{i}", v) for i, v in enumerate([600, 610, 605])]
-    assert capacity.probe_note(same) == ""
-    assert "not one host's answer" in capacity.probe_note(same + [run("slow", 300)])
-    assert capacity.probe_note([run("old")]) == ""  # records before the probe: nothing to say
+    assert words.probe_note(same) == ""
+    assert "not one host's answer" in words.probe_note(same + [run("slow", 300)])
+    assert words.probe_note([run("old")]) == ""  # records before the probe: nothing to say
 
 
 def test_an_n_at_which_a_solver_was_killed_does_not_hold_whatever_its_au():
@@ -227,16 +232,16 @@ def test_an_n_at_which_a_solver_was_killed_does_not_hold_whatever_its_au():
                        compute={"ms_per_iteration": 7.1}, concurrent={"group": name, "solvers": n, "member": i})
                 for i in range(n)]
     records = group(1, "a") + group(2, "b") + group(10, "c", killed=1)
-    key, by_n = next(iter(capacity.curves(records).items()))
-    assert by_n[10] == [pytest.approx(0.90)] and capacity.largest_n(by_n)[0] == 10  # AU alone: it held
-    lost = capacity.lost(records)
+    key, by_n = next(iter(stats.curves(records).items()))
+    assert by_n[10] == [pytest.approx(0.90)] and stats.largest_n(by_n)[0] == 10  # AU alone: it held
+    lost = stats.lost(records)
     assert lost == {key: {10}}
-    assert capacity.largest_n(by_n, lost[key])[0] == 2
-    assert "| pymem | >= 2 (3 not run) |" in capacity.compact(records, ROOT / "no-such-results")
+    assert stats.largest_n(by_n, lost[key])[0] == 2
+    assert "| pymem | >= 2 (3 not run) |" in tables.compact(records, ROOT / "no-such-results")
     records += group(3, "d", killed=0)[:2] + [dataclasses.replace(group(3, "d")[2], au=0.5)]
-    lost = capacity.lost(records)
-    by_n = capacity.curves(records)[key]
-    assert capacity.largest_n(by_n, lost[key])[0] == 2 and capacity.bracketed(by_n, lost[key])
+    lost = stats.lost(records)
+    by_n = stats.curves(records)[key]
+    assert stats.largest_n(by_n, lost[key])[0] == 2 and stats.bracketed(by_n, lost[key])
 
 
 def test_the_sweep_counts_an_n_that_lost_a_solver_as_failed():
@@ -257,11 +262,11 @@ def test_a_page_cache_that_no_longer_holds_the_data_at_n_1_is_named_memory():
                        cache_resident_fraction_after=resident, monitor={"read_bytes_total": read_bytes},
                        concurrent={"group": f"g{n}", "solvers": n, "member": i}) for i in range(n)]
     held, failed = group(3, 0.99, 64 * 1024 * 3000.0), group(4, 0.55, 64 * 1024 * 4000.0 * 10)
-    assert capacity.stopped_by(failed, held=held) == ("memory (page cache: 99% -> 55% of the data resident after "
+    assert stoppers.stopped_by(failed, held=held) == ("memory (page cache: 99% -> 55% of the data resident after "
                                                       "training, device reads 1.0 -> 10.0 KiB per image)")
     flat = group(4, 0.55, 64 * 1024 * 4000.0)
-    assert not capacity.stopped_by(flat, held=held).startswith("memory")
-    assert not capacity.stopped_by(failed).startswith("memory")  # nothing to compare with
+    assert not stoppers.stopped_by(flat, held=held).startswith("memory")
+    assert not stoppers.stopped_by(failed).startswith("memory")  # nothing to compare with
 
 
 def test_cpu_of_threads_no_sample_saw_counts_towards_all_cores():
@@ -276,9 +281,9 @@ def test_cpu_of_threads_no_sample_saw_counts_towards_all_cores():
                        process={"thread_cpu_seconds": threads, **({"cpu_seconds": process_cpu} if process_cpu else {})})
                 for i in range(3)]
     sampled = {proctrack.PREFETCH: 0.3, proctrack.READ_AHEAD: 0.3, proctrack.SOLVER: 0.2}
-    assert capacity.stopped_by(group(sampled, 1.3)) == "all cores (98%)"  # 3 x 1.3 CPU-s over 2 s on 2 cores
-    assert capacity.stopped_by(group(sampled, None)) == "not found (cores 60%)"  # 3 x 0.8 CPU-s
-    per_image = capacity.cpu_per_image(group(sampled, 1.3))[0]
+    assert stoppers.stopped_by(group(sampled, 1.3)) == "all cores (98%)"  # 3 x 1.3 CPU-s over 2 s on 2 cores
+    assert stoppers.stopped_by(group(sampled, None)) == "not found (cores 60%)"  # 3 x 0.8 CPU-s
+    per_image = stats.cpu_per_image(group(sampled, 1.3))[0]
     assert per_image == pytest.approx(1e6 * 3 * 1.3 / (3 * 1000 * 100))  # cifar10_quick's batch of 100
 
 
@@ -300,7 +305,7 @@ def test_each_resource_that_can_stop_a_host_is_named_by_a_run_built_to_end_on_it
                         "--quiet", *options], capture_output=True, text=True)
     records = recorded(tmp_path, "mnist")
     assert records, p.stderr[-2000:]
-    assert capacity.stopped_by(records, tmp_path).startswith(stopped), (capacity.stopped_by(records, tmp_path),
+    assert stoppers.stopped_by(records, tmp_path).startswith(stopped), (stoppers.stopped_by(records, tmp_path),
                                                                           p.stderr[-1500:])
 
 
@@ -323,7 +328,7 @@ def test_the_sweep_tries_the_n_that_n_1_predicts_first_then_brackets_it():
 
 def test_an_au_is_printed_with_the_digits_that_decide_it():
     """0.8954 failed 0.90 and must not read "0.90"; 0.9004 held and must not read "0.900" wrongly either way."""
-    assert [capacity.au_text(a) for a in (0.8954, 0.8996, 0.95, 0.9, 0.9004, 0.891)] == [
+    assert [words.au_text(a) for a in (0.8954, 0.8996, 0.95, 0.9, 0.9004, 0.891)] == [
         "0.895", "0.8996", "0.95", "0.90", "0.90", "0.89"]
-    assert capacity.au_text(0.8996, 3) == "0.8996" and capacity.au_text(0.8954, 3) == "0.895"
-    assert capacity._cell([0.8996, 0.8996, 0.95]) == "0.8996 (3)"
+    assert words.au_text(0.8996, 3) == "0.8996" and words.au_text(0.8954, 3) == "0.895"
+    assert words.au_cell([0.8996, 0.8996, 0.95]) == "0.8996 (3)"

@@ -4,6 +4,7 @@ and no code naming a committed folder by its path (catalogue.py is the one that 
 import collections
 import json
 import re
+import shutil
 import statistics
 import subprocess
 import tomllib
@@ -83,10 +84,11 @@ def test_lookups_and_their_errors():
 
 
 def recorded_hosts(folder):
-    """(cpu_model, cores, gpu) counts and the pixel probes of a folder's ok records; in a folder
-    without records, of its JSON files (benchmarks' output: every machine and probe they hold)."""
+    """(cpu_model, cores, gpu) counts and the pixel probes of a folder's committed ok records; in a
+    folder without records, of its committed JSON files (benchmarks' output: every machine and probe
+    they hold). A user's own runs beside them (untracked) are no part of what the catalogue says."""
     hosts, probes = collections.Counter(), []
-    for path in folder.rglob("records*.jsonl"):
+    for path in catalogue.tracked(folder, "records*.jsonl"):
         for line in filter(str.strip, path.read_text().splitlines()):
             r = json.loads(line)
             env = r.get("environment", {})
@@ -94,7 +96,7 @@ def recorded_hosts(folder):
             if r.get("status") == "ok" and cpu_probe.rate(env, cpu_probe.PIXELS):
                 probes.append(cpu_probe.rate(env, cpu_probe.PIXELS))
     if not hosts:
-        for path in folder.rglob("*.json"):
+        for path in catalogue.tracked(folder, "*.json"):
             machines_in(json.loads(path.read_text()), hosts, probes)
     return hosts, probes
 
@@ -110,10 +112,22 @@ def machines_in(value, hosts, probes):
         machines_in(v, hosts, probes)
 
 
+PER_SUBFOLDER = "one per subfolder"  # a folder of several hosts' checks (host-check), each in its own subfolder
+
+
 def test_machines_are_the_records_hosts():
-    """Each folder with records names the host its records name, and their median probe."""
+    """Each folder with records names the host its records name, and their median probe; a folder
+    of several hosts' checks claims no one host, and each of its subfolders holds one host's."""
     raw = tomllib.loads(catalogue.CATALOGUE.read_text())["folders"]
     for name, e in raw.items():
+        if e.get("hosts") == PER_SUBFOLDER:
+            assert "cpu_model" not in e and "probe" not in e, f"{name}: its checks are of several hosts"
+            subfolders = {f.relative_to(catalogue.folder(name)).parts[0] for f in catalogue.tracked(catalogue.folder(name))
+                          if len(f.relative_to(catalogue.folder(name)).parts) > 1}
+            for sub in sorted(subfolders):
+                hosts, _ = recorded_hosts(catalogue.folder(name) / sub)
+                assert len(hosts) == 1, f"{name}/{sub}: records of several hosts: {dict(hosts)}"
+            continue
         hosts, probes = recorded_hosts(catalogue.folder(name))
         if not hosts:
             assert e["machine"] == "none in its records", name
@@ -153,3 +167,28 @@ def test_the_path_finder_finds_both_spellings():
     assert folder_paths_named('x = "results/h100-calibrate" + ROOT / "results" / "ci-2core-peers"') == \
         ["h100-calibrate", "ci-2core-peers"]
     assert folder_paths_named('out = ROOT / "results" / dataset  # results/DATASET, results/h100x') == []
+
+
+CATALOGUE_CHECKS = (test_every_committed_folder_catalogued_and_every_entry_there, test_statuses_and_archive,
+                    test_machines_are_the_records_hosts, test_no_script_or_patch_inside_results)
+
+
+def test_a_users_own_host_check_beside_the_committed_ones_breaks_no_check():
+    """make host-check on another host writes its folder into results/host-check/ of the checkout,
+    untracked: the catalogue's checks read what git tracks and still pass with it there."""
+    folder = catalogue.folder("host-check")
+    committed = sorted({f.relative_to(folder).parts[0] for f in catalogue.tracked(folder, "records*.jsonl")})[0]
+    mine = folder / "Intel-Xeon-Test-16c-probe421-untracked"
+    assert not mine.exists(), f"{mine}: left by an earlier run; remove it"
+    try:
+        shutil.copytree(folder / committed, mine)
+        for path in mine.rglob("records*.jsonl"):
+            rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+            for r in rows:
+                r["environment"] = dict(r.get("environment") or {}, cpu_model="Intel(R) Xeon(R) Test", cpu_cores=16)
+            path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+        assert recorded_hosts(mine)[0] == {}  # untracked: no committed record
+        for check in CATALOGUE_CHECKS:
+            check()
+    finally:
+        shutil.rmtree(mine, ignore_errors=True)

@@ -40,7 +40,7 @@ def drawn(monkeypatch):
 def test_no_tick_labels_overlap_in_the_report_the_capacity_figures_or_the_answer(drawn, tmp_path):
     for name in ("ci-2core-paper2016-calibrated", "ci-2core-emulated-h100-calibrated"):
         report.write_report(load([catalogue.folder(name)]), tmp_path / name)
-    records = [r for r in load([catalogue.folder("ci-2core-capacity")]) if not r.superseded]
+    records = [r for r in load(catalogue.tracked_records("ci-2core-capacity")) if not r.superseded]
     for dataset in sorted({r.dataset for r in records}):
         capacity.figure(records, dataset, tmp_path)
         capacity.figure_per_core(records, dataset, tmp_path)
@@ -68,7 +68,7 @@ def test_the_capacity_figures_name_each_curve_by_the_cache_its_runs_had(monkeypa
     legends = {}
     monkeypatch.setattr(Figure, "savefig", lambda fig, path, *a, **k: legends.setdefault(
         str(path).rsplit("/", 1)[-1], [t.get_text() for legend in fig.legends for t in legend.get_texts()]))
-    records = [r for r in load([catalogue.folder("ci-2core-capacity")]) if not r.superseded]
+    records = [r for r in load(catalogue.tracked_records("ci-2core-capacity")) if not r.superseded]
     for dataset in ("imagenet", "mnist"):
         capacity.figure(records, dataset, tmp_path)
     imagenet, mnist = legends["fig_capacity_imagenet.png"], legends["fig_capacity_mnist.png"]
@@ -85,7 +85,7 @@ def test_the_per_core_bars_say_the_cache_their_runs_had(monkeypatch, tmp_path):
     ("partly warm"); a bar whose runs were all warm says nothing and is not hatched."""
     drawn = {}
     monkeypatch.setattr(Figure, "savefig", lambda fig, path, *a, **k: drawn.setdefault("axes", fig.axes))
-    records = [r for r in load([catalogue.folder("ci-2core-capacity")]) if not r.superseded]
+    records = [r for r in load(catalogue.tracked_records("ci-2core-capacity")) if not r.superseded]
     capacity.figure_per_core(records, "imagenet", tmp_path)
     ax = drawn["axes"][0]
     missed = {capacity.curve_of(r) for r in records if r.ok and r.dataset == "imagenet" and r.cache_state != r.cache}

@@ -9,12 +9,14 @@ import argparse
 import pytest
 
 import catalogue
-from analysis import capacity, decode_threads
-from experiments import proctrack
-from experiments.record import Record, append, recorded
+from analysis import capacity_stoppers as stoppers
+from analysis import capacity_words as words
+from analysis import decode_threads
+from experiments import data_path_cpu, proctrack
+from experiments.record import Record, append, load
 
 MS, BATCH, ITERATIONS, TRAINING = 51.0, 256, 150, 10.0
-NEEDED = capacity.THRESHOLD * BATCH * 1000 / MS  # images a second that 0.90 of one emulated H100 eats
+NEEDED = data_path_cpu.THRESHOLD * BATCH * 1000 / MS  # images a second that 0.90 of one emulated H100 eats
 IMAGES = ITERATIONS * BATCH
 
 
@@ -40,37 +42,37 @@ def test_the_cpu_allows_a_solver_as_many_threads_as_it_transformed_on():
     """Each thread delivers 0.6 of what the accelerator needs: one thread cannot feed it (0),
     two can (share 1.2), and four count as two on two cores."""
     seconds = IMAGES / (0.6 * NEEDED)  # the data path's CPU seconds for 0.6 of the need per thread
-    n, share = capacity.cpu_allows([solver("a", None, seconds)])
+    n, share = data_path_cpu.cpu_allows([solver("a", None, seconds)])
     assert n == 0 and share == pytest.approx(0.6)
-    n, share = capacity.cpu_allows([solver("b", {"transform_threads": 2}, seconds / 2, seconds / 2)])
+    n, share = data_path_cpu.cpu_allows([solver("b", {"transform_threads": 2}, seconds / 2, seconds / 2)])
     assert share == pytest.approx(1.2) and n == pytest.approx(1.2)
     four = solver("c", {"transform_threads": 4}, seconds / 4, 3 * seconds / 4)
-    assert capacity.cpu_allows([four])[1] == pytest.approx(1.2)
+    assert data_path_cpu.cpu_allows([four])[1] == pytest.approx(1.2)
 
 
 def test_the_capacity_table_says_how_many_threads_could_not_feed_one_accelerator():
     slow = IMAGES / (0.3 * NEEDED)  # 0.3 of the need per thread: two threads deliver 0.6
-    assert capacity._allows([solver("a", None, slow)]) == "0 (one thread: 0.30)"
-    assert capacity._allows([solver("b", {"transform_threads": 2}, slow / 2, slow / 2)]) == "0 (2 threads: 0.60)"
+    assert words.cpu_allows_text([solver("a", None, slow)]) == "0 (one thread: 0.30)"
+    assert words.cpu_allows_text([solver("b", {"transform_threads": 2}, slow / 2, slow / 2)]) == "0 (2 threads: 0.60)"
 
 
 def test_the_stopper_names_the_data_threads_and_how_many_the_solver_had():
     two = {"transform_threads": 2}
     # the prefetch thread and its pool thread each 95% busy over 10 s of training; 60% at N = 1
     held, failed = group(1, "a", two, 6.0, 6.0), group(2, "b", two, 9.5, 9.5)
-    assert capacity.stopped_by(failed, held=held) == "data threads (prefetch 95% at 2, 60% at 1, 2 threads)"
+    assert stoppers.stopped_by(failed, held=held) == "data threads (prefetch 95% at 2, 60% at 1, 2 threads)"
 
 
 def test_the_committed_runs_bear_the_prediction_out():
     """ImageNet LMDB warm at an emulated 30 ms per iteration (the catalogue's transform-threads runs):
     one transform thread fell short (AU < 0.90) and the CPU figure allows 0; two held, and it
     allows at least one solver."""
-    runs = [r for r in recorded(catalogue.folder("ci-2core-transform-threads"), "imagenet")
-            if r.ok and r.cache == "warm" and r.compute.get("accelerator") == "30ms"]
+    runs = [r for r in load(catalogue.tracked_records("ci-2core-transform-threads"))
+            if r.dataset == "imagenet" and r.ok and r.cache == "warm" and r.compute.get("accelerator") == "30ms"]
     for threads, fed in ((1, False), (2, True)):
         mine = [r for r in runs if (r.read_options or {}).get("transform_threads", 1) == threads]
-        assert mine and all((r.au >= capacity.THRESHOLD) == fed for r in mine), (threads, [r.au for r in mine])
-        n, share = capacity.cpu_allows(mine)
+        assert mine and all((r.au >= data_path_cpu.THRESHOLD) == fed for r in mine), (threads, [r.au for r in mine])
+        n, share = data_path_cpu.cpu_allows(mine)
         assert (n >= 1, share >= 1) == (fed, fed), (threads, n, share)
 
 
