@@ -46,9 +46,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import catalogue
+import processes
 from analysis import answer as render
 from data_prep import backends, build, datasets
-from experiments import config as config_module, run
+from experiments import config as config_module, exit_codes, run
 from monitor import cpu_probe
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -333,22 +334,20 @@ def run_steps(steps, log):
         if rc != 0:
             failures.append((s, rc))
             log(f"  failed: {s.label}: {'timed out' if rc == 3 else f'exit {rc}'}")
-    return max((severity(rc) for _, rc in failures), default=0), failures
-
-
-def severity(rc):
-    return {1: 1, 2: 2, 3: 3}.get(rc, 4)
+    return exit_codes.worst(*(rc for _, rc in failures)), failures
 
 
 def run_bounded(argv, env, limit):
     """A step's exit status; 3 where it ran past `limit` seconds (stopped: SIGTERM, then SIGKILL).
     Interrupted (Ctrl-C, SIGTERM): the step is stopped the same way and Interrupted raised."""
-    p = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=sys.stderr)
+    # SIGTERM when this process dies: run.py and the sweep stop their training on it, unrecorded
+    p = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=sys.stderr,
+                         preexec_fn=processes.child_setup(death_signal=signal.SIGTERM))
     try:
         return p.wait(timeout=limit)
     except subprocess.TimeoutExpired:
         stop(p)
-        return 3
+        return exit_codes.STALLED
     except Interrupted:
         stop(p)
         raise
@@ -431,9 +430,8 @@ def main(argv=None):
     a = checked(p, a)
     try:
         return answer(a)
-    except Exception as e:  # an internal error: said in one line, status 4
-        print(f"internal error: {type(e).__name__}: {e}", file=sys.stderr)
-        return 4
+    except Exception as e:  # noqa: BLE001 -- a fault of this code: one line naming the traceback's log
+        return exit_codes.internal_error(e, a.out or ROOT / "results" / "answer")
 
 
 def answer(a):
@@ -455,7 +453,7 @@ def answer(a):
         write_answer(out, print)
     except Interrupted:
         log("interrupted: the run in progress was not recorded; the same command goes on where it stopped")
-        return 130
+        return exit_codes.INTERRUPTED
     for s, rc in failures:
         print(f"failed: {s.label} ({'timed out' if rc == 3 else f'exit {rc}'})")
     return status
