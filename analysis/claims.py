@@ -2962,6 +2962,20 @@ def faults_keeper_failover():
     return f"fails it over in < {math.ceil(longest)} s"
 
 
+@claim
+def faults_records_lock_wait():
+    """How long readers and appends wait on a records lock another process holds (experiments/records_log.py)."""
+    from experiments.records_log import LOCK_WAIT_S
+    return f"give up after {LOCK_WAIT_S:g} s"
+
+
+@claim
+def faults_cgroup_unowned_age():
+    """The age past which an empty imgstore/* cgroup that no owner file names is removed (experiments/cgroup.py)."""
+    from experiments.cgroup import UNOWNED_AGE_S
+    return f"removed once {UNOWNED_AGE_S:g} s old"
+
+
 
 # -- docs/redis-method.md --------------------------------------------------------------------------
 
