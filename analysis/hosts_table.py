@@ -58,12 +58,20 @@ def limited_cores(cores, shape=None):
     return shape.get("cpus") or shape.get("cpu_quota") or cores
 
 
-def load_checks(root=None):
+def load_checks(root=None, untracked=False):
     """Every check's host-check.json under `root`, with its folder's name, oldest name first; by
     default the catalogue's host-check, then the GPU steps' folders that hold one (a lent GPU
-    machine checked as another host: device/gpu_host.py)."""
-    paths = sorted(Path(root).glob("*/host-check.json")) if root else (
-        sorted(catalogue.folder("host-check").glob("*/host-check.json")) + gpu_host_checks())
+    machine checked as another host: device/gpu_host.py): the committed checks only (what git
+    tracks), so that the docs' table and its claims never read a user's own check, unless
+    `untracked` (imgstore hosts-table without --write shows this host's checks beside them)."""
+    if root:
+        paths = sorted(Path(root).glob("*/host-check.json"))
+    elif untracked:
+        paths = sorted(catalogue.folder("host-check").glob("*/host-check.json")) + gpu_host_checks()
+    else:
+        paths = [p for p in catalogue.tracked(catalogue.folder("host-check"), "host-check.json")
+                 if p.parent.parent == catalogue.folder("host-check")] + [
+                 p for p in gpu_host_checks() if p in catalogue.tracked(p.parent, "host-check.json")]
     return [dict(json.loads(path.read_text()), folder=path.parent.name) for path in paths]
 
 
@@ -251,7 +259,7 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--write", action="store_true", help=f"write the block into {PAGE.relative_to(readme.ROOT)}")
     a = p.parse_args(argv)
-    checks = load_checks()
+    checks = load_checks(untracked=not a.write)  # the docs' block: the committed checks alone
     if not checks:
         raise SystemExit(f"no host-check.json under {catalogue.folder('host-check')}: run make host-check first")
     text = block(checks)
