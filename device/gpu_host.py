@@ -32,7 +32,10 @@ CAPACITY_MAX = 16                     # the GPU machines' cores: one solver per 
 # seconds on the 16-core GPU host: host-check's probe, the data it adds (CIFAR-10 LMDB, the
 # ImageNet stand-in of 2,000 images: ~10 s), 2 rounds of its two new cells (~14 + ~8 s) and
 # run.py's start-up for the cells the GPU step already ran; the sweep: one run at N = 16 (and a
-# few more if it fails there), ~15 s each
+# few more if it fails there), ~15 s each. Not counted: the data-path probe host-check now runs
+# first (~100 s on 2 cores by its dry run; never run on a GPU host), which the plan's one loan has
+# no room for: host-check overruns this estimate, and a step that no longer fits the call's budget
+# is left for a `gpu_calibrate.py --resume` call
 HOST_CHECK_S, CAPACITY_S = 65, 35
 
 
