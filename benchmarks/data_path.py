@@ -34,8 +34,8 @@ PROBE_CELLS = (("mnist", "lmdb"), ("mnist", "images"), ("cifar10", "images"), ("
 PROBE_ROUNDS = 2
 MONITOR_S = 0.2  # threads' CPU sampled this often: a thread's last interval goes unsampled, a share of a short run
 PROBE_SECONDS = 2.0  # solver seconds a probe run aims at (its start-up and warming come on top)
-# Images/s the warm data path delivered at 0 ms on the 2-core CI host (results/ci-2core/benchmarks/
-# data_path.json; ImageNet's LMDB stand-in: its images per prefetch CPU second in one probe on a
+# Images/s the warm data path delivered at 0 ms on the 2-core CI host (the catalogue's ci-2core,
+# benchmarks/data_path.json; ImageNet's LMDB stand-in: its images per prefetch CPU second in one probe on a
 # busy 2-core host): they size a probe run's iterations only, a host twice as fast runs half as long.
 EXPECTED_RATE = {("mnist", "lmdb"): 830_000, ("mnist", "images"): 55_000, ("cifar10", "images"): 23_000,
                  ("cifar10", "lmdb"): 310_000, ("imagenet", "lmdb"): 3_000}

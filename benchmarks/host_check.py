@@ -384,7 +384,8 @@ def run_steps(steps, log):
     for label, argv, seconds in steps:
         log(f"[{time.time() - started:4.0f} s] {label}")
         try:
-            rc = subprocess.run(argv, cwd=ROOT, env=env, timeout=120 + 10 * seconds, stdout=sys.stderr).returncode
+            rc = subprocess.run(argv, cwd=ROOT, env=env, timeout=120 + 10 * seconds, stdout=sys.stderr,
+                                preexec_fn=processes.child_setup()).returncode
         except subprocess.TimeoutExpired:
             rc = "timed out"
         if rc != 0:

@@ -36,6 +36,7 @@ import time
 import uuid
 from pathlib import Path
 
+import processes
 import toolchain
 from data_prep import build, cache, datasets, disk, locations
 from data_prep.backends import lmdb_store
@@ -82,7 +83,7 @@ def one_cell(lmdb_dir, read, solvers, records, batch, limits, tmp, stagger=0.0):
         for i in range(solvers):
             procs.append(subprocess.Popen(
                 [str(toolchain.PYTHON), "-c", READER, str(net), str(batch), str(records)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE, text=True, preexec_fn=group.enter if group else None))
+                stderr=subprocess.PIPE, text=True, preexec_fn=processes.child_setup(group)))
         for p in procs:
             line = first_line(p, READY_WITHIN_S)
             if line != "ready":

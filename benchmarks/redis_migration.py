@@ -31,6 +31,7 @@ import threading
 import time
 from pathlib import Path
 
+import processes
 import toolchain
 from benchmarks import redis_bench, redis_path
 from data_prep import datasets
@@ -54,7 +55,8 @@ class Reader:
 
     def __init__(self, net, seconds, env=None):
         self.p = subprocess.Popen([str(toolchain.PYTHON), "-c", READ, str(net), str(seconds)], text=True,
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+                                  preexec_fn=processes.child_setup())
         line = first_line(self.p, READY_WITHIN_S)
         if line != "ready":
             self.p.kill()

@@ -32,6 +32,7 @@ import sys
 import time
 from pathlib import Path
 
+import processes
 import toolchain
 from benchmarks import flags, redis_bench, redis_path
 from data_prep import build, datasets
@@ -88,7 +89,7 @@ def servers_cpu(cluster):
 def measure(net, records, cluster):
     before = servers_cpu(cluster)
     p = subprocess.run([str(toolchain.PYTHON), "-c", MEASURE, str(net), str(records)], capture_output=True,
-                       text=True, timeout=900)
+                       text=True, timeout=900, preexec_fn=processes.child_setup())
     if p.returncode != 0:
         raise RuntimeError(f"the measuring net {net} failed:\n{p.stderr[-3000:]}")
     prefetch, readers, n, wall = (float(x) for x in p.stdout.split()[-4:])

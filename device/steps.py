@@ -13,6 +13,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+import processes
+
 ROOT = Path(__file__).resolve().parents[1]
 LOAN_SECONDS = 600            # what the issue asks the whole step to fit, start-up included
 
@@ -84,7 +86,8 @@ def run_step(step, env, timeout_s):
     note ends with its last line of errors, so that calibrate.json says why without the machine's
     terminal."""
     try:
-        done = subprocess.run(step.argv, cwd=ROOT, env=env, timeout=timeout_s, stderr=subprocess.PIPE, text=True)
+        done = subprocess.run(step.argv, cwd=ROOT, env=env, timeout=timeout_s, stderr=subprocess.PIPE, text=True,
+                              preexec_fn=processes.child_setup())
     except subprocess.TimeoutExpired as e:
         sys.stderr.write(e.stderr.decode(errors="replace") if isinstance(e.stderr, bytes) else e.stderr or "")
         step.status, step.note = "failed", "stopped at the budget's end"

@@ -25,7 +25,7 @@ from experiments.data_path_cpu import THRESHOLD
 # solver seconds - compute (compute_seconds) of the emulated-H100 MNIST LMDB runs in FIXED_FROM
 # (compute-bound, 5,000 iterations), median over its 6 runs (0.030-0.100 s)
 FIXED_S = 0.033
-FIXED_FROM = "results/ci-2core-gpu-step-cells (mnist lmdb, warm, h100, 5000 iterations)"
+FIXED_FROM = "the catalogue's ci-2core-gpu-step-cells (mnist lmdb, warm, h100, 5000 iterations)"
 
 
 def compute_of(accelerator, dataset):

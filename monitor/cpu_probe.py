@@ -9,6 +9,7 @@ import json
 import statistics
 import subprocess
 
+import processes
 import toolchain
 
 SECONDS = 1.0
@@ -25,7 +26,8 @@ def measure(seconds=SECONDS):
     if not tool.exists():
         return {"error": f"{tool} missing: run `make caffe`"}
     try:
-        out = subprocess.run([str(tool), str(seconds)], capture_output=True, text=True, timeout=30 + 2 * seconds)
+        out = subprocess.run([str(tool), str(seconds)], capture_output=True, text=True, timeout=30 + 2 * seconds,
+                             preexec_fn=processes.child_setup())
     except (OSError, subprocess.TimeoutExpired) as e:
         return {"error": f"{tool}: {e}"}
     if out.returncode != 0:

@@ -94,7 +94,8 @@ SHORT_LIVED = {
     ("toolchain.py", "gcc"): "compiles one small C file (the delay proxy, the CPU probe)",
     ("toolchain.py", "ldd"): "lists one library's dependencies, under a 30 s timeout",
     ("device/gpu_calibrate.py", "git"): "git ls-files of the checkout",
-    ("device/gpu_calibrate.py", "nvidia-smi"): "one query of the GPU's name",
+    ("catalogue.py", "git"): "git ls-files of the results, under a 60 s timeout",
+    ("device/steps.py", "nvidia-smi"): "one query of the GPU's name, under a 30 s timeout",
     ("device/gpu_calibrate.py", "sources_digest.sh"): "hashes a few source files",
     ("scripts/docs_site.py", "a.mkdocs"): "mkdocs build, run in the foreground of a make target",
 }
@@ -103,13 +104,7 @@ SHORT_LIVED = {
 # change's files, each to give its child one (processes.child_setup) and leave this list;
 # test_owed_calls_are_still_owed says when an entry is no longer needed
 OWED = {
-    ("benchmarks/lmdb_shared.py", "one_cell"): "its readers enter the cgroup only (group.enter)",
-    ("benchmarks/redis_migration.py", "Reader.__init__"): "the reading net's process",
-    ("benchmarks/redis_reader.py", "measure"): "the measuring net's process",
-    ("benchmarks/host_check.py", "run_steps"): "run.py for each step",
     ("benchmarks/decoder.py", "minimal_opencv_lib"): "device/opencv_minimal.sh, a build of OpenCV",
-    ("device/gpu_calibrate.py", "run_step"): "one calibration step's command, up to its timeout",
-    ("monitor/cpu_probe.py", "measure"): "the compiled probe, for its seconds",
     ("benchmarks/history/ab_buffers_not_applied.py", "*"): "a past A/B, kept as it was run",
     ("benchmarks/history/ab_lmdb_0024.py", "*"): "a past A/B, kept as it was run",
     ("benchmarks/history/ab_read_thread_0025.py", "*"): "a past A/B, kept as it was run",
