@@ -20,6 +20,7 @@ from pathlib import Path
 from benchmarks.data_path import ITERATIONS, delivered
 from data_prep import build, datasets
 from experiments import runner
+from experiments.config import RunConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -39,9 +40,9 @@ def rate(dataset, data_root, out, library_path):
         os.environ["LD_LIBRARY_PATH"] = library_path
     try:
         iters = ITERATIONS[dataset]
-        spec = runner.RunSpec(dataset, "images", "warm", iters=iters, test_interval=iters, accelerator="0ms",
-                              data_root=data_root, results=out, progress=False)
-        r = runner.run(spec, log=lambda *_: None)
+        config = RunConfig(dataset, "images", "warm", iters=iters, test_interval=iters, cpu=True, accelerator="0ms",
+                           data=str(data_root), out=str(out), quiet=True)
+        r = runner.run(config, log=lambda *_: None)
         return delivered(r, datasets.get(dataset).model.batch), r.environment.get("image_decoder")
     finally:
         os.environ.pop("LD_LIBRARY_PATH", None)

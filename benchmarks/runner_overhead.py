@@ -20,6 +20,7 @@ import processes
 import toolchain
 from data_prep import build
 from experiments import runner
+from experiments.config import RunConfig
 
 
 def bare_run(solver):
@@ -43,14 +44,14 @@ def measure_pairs(a, work):
     build.prepare("mnist", ["lmdb"], work, limit=5000, progress=False, log=lambda *_: None)
     pairs, monitor, startup = [], [], []
     for i in range(a.rounds):
-        spec = runner.RunSpec("mnist", "lmdb", "warm", i, a.iters, a.iters, data_root=work, results=work / "r",
-                              progress=False)
+        config = RunConfig("mnist", "lmdb", "warm", iters=a.iters, test_interval=a.iters, cpu=True, data=str(work),
+                           out=str(work / "r"), quiet=True)
         solver = None
         if i % 2:  # alternate which of the pair goes first
             first = work / "r" / "mnist" / "runs"
             solver = next(first.glob("*/solver.prototxt")) if first.exists() else None
         bare_first = bare_run(solver) if solver else None
-        r = runner.run(spec, log=lambda *_: None)
+        r = runner.run(config, runner.Cell("lmdb", "warm", i), log=lambda *_: None)
         bare = bare_first if bare_first is not None else bare_run(work / "r" / r.run_dir / "solver.prototxt")
         pairs.append((r.wall_seconds, bare))
         monitor.append(r.monitor.get("monitor_cpu_fraction_of_core", float("nan")))

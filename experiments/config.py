@@ -1,11 +1,14 @@
 """One run's configuration, declared as data: every run flag is a field of RunConfig carrying
-its type, default, help, command-line flag and the record field it fills. run.py's command line
-is generated from it, the runner takes a RunConfig, its record keeps it (Record.config), and
-"the same setup" compares it field by field. The backends' and locations' read options are
-declared by their owners (data_prep.options) and travel in RunConfig.options.
+its type, default, help, command-line flag, the record field it fills and whether it is part of
+the setup. run.py's command line is generated from it, experiments.resolved computes once what it
+implies, the runner takes a RunConfig, its record keeps it (Record.config), and "the same setup"
+(experiments.resolved.same_setup) compares every field declared part of it: in Record.config, or
+through its record field where experiments.resolved.SAID_BY compares that one (so that records
+written before Record.config held the field compare too). The backends' and locations' read
+options are declared by their owners (data_prep.options) and travel in RunConfig.options.
 
-Adding a run flag: one field here (its setup=True and record=None unless another record field
-already says it), and the code that uses it.
+Adding a run flag: one field here (setup=False if runs that differ in it are still the same
+setup; record=None unless another record field already says it), and the code that uses it.
 """
 import argparse
 import shlex
@@ -123,8 +126,9 @@ class RunConfig:
     seed: int = flag(None, flag="--seed", type=int, rare=True, setup=False, help="solver random_seed")
     quiet: bool = flag(False, flag="--quiet", action="store_true", rare=True, setup=False,
                        help="no progress line while training")
-    # the backends' and locations' read options given, as text: declared by their owners (data_prep.options)
-    options: dict = field(default_factory=dict)
+    # the backends' and locations' read options given, as text: declared by their owners (data_prep.options);
+    # part of the setup, said by the records' read_options and location
+    options: dict = field(default_factory=dict, metadata={"setup": True, "record": "read_options"})
 
     def replace(self, **changes):
         return replace(self, **changes)
@@ -197,17 +201,31 @@ def read_choice(config):
     return options.chosen(given, readers), options.chosen(given, places)
 
 
-def compared_in_config():
-    """The flags that only Record.config says, compared there: [(name, default)]."""
-    return [(name, default) for name, default, f in flags() if f.setup and f.record is None]
+def setup_fields(config=None):
+    """[(name, default, the Record field that says it or None)] of the fields declared part of the
+    setup (Flag.setup), in declaration order: of config's own class (RunConfig without one)."""
+    declared = []
+    for f in fields(type(config) if config is not None else RunConfig):
+        flag_ = f.metadata.get("flag")
+        setup, record = (flag_.setup, flag_.record) if flag_ else (f.metadata.get("setup", False),
+                                                                   f.metadata.get("record"))
+        if setup:
+            declared.append((f.name, f.default if f.default is not MISSING else f.default_factory(), record))
+    return declared
 
 
-def same_in_config(record_config, config):
-    """Whether a record's config (None: written before records kept one: every such flag at
-    its default) is config's in every flag only Record.config says."""
+def compared_in_config(config=None):
+    """The declared setup: [(name, default)] of every field runs must agree in to be the same setup."""
+    return [(name, default) for name, default, _ in setup_fields(config)]
+
+
+def same_in_config(record_config, config, said_elsewhere=()):
+    """Whether a record's config (None: written before records kept one: every such field at
+    its default) is config's in every setup field but those whose record field is in
+    said_elsewhere (compared there, so that records older than Record.config compare too)."""
     kept = record_config or {}
     return all(_comparable(kept.get(name, default)) == _comparable(getattr(config, name))
-               for name, default in compared_in_config())
+               for name, default, record in setup_fields(config) if record not in said_elsewhere)
 
 
 def _comparable(value):

@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 from data_prep import backends, datasets
-from experiments import exit_codes, run
+from experiments import exit_codes, resolved, run
 from experiments.config import RunConfig
 from experiments.record import recorded
 
@@ -83,7 +83,7 @@ def main(argv=None):
 
 def _matrix(target, dataset, config):
     """The matrix's cells run (run.run), then its table; the worst of their outcomes."""
-    gpu, accelerator = run.compute_choice(config)
+    gpu, accelerator = resolved.compute_choice(config)
     what = (f"an emulated {accelerator} (real Caffe data path; --accelerator none for real CPU training)"
             if accelerator else "the real GPU" if gpu >= 0 else "the real CPU (hours for the stock solvers)")
     print(f"{target}: the {dataset} matrix on {what}.", file=sys.stderr)

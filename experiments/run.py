@@ -33,10 +33,10 @@ from pathlib import Path
 import toolchain
 from data_prep import backends, datasets, locations, options
 from data_prep.cache import CacheError
-from experiments import caffe_log, exit_codes, machines, record, runner, training
+from experiments import caffe_log, exit_codes, record, resolved, runner, training
 from experiments import config as config_module
 from experiments.accelerators import AcceleratorError
-from experiments.cgroup import CgroupError, Limits
+from experiments.cgroup import CgroupError
 
 
 SOLVERS_FAILED = exit_codes.SOLVERS_FAILED  # kept for callers that named it here
@@ -84,7 +84,7 @@ def plan(dataset, backend_text, cache, repeats, location_options=None):
     data is (a cluster the user runs needs no redis-server here)."""
     ds = datasets.get(dataset)
     names = [n for n in backends.names(backend_text)
-             if not backends.get(n).unsupported(ds, **_location_part(n, location_options or {}))]
+             if not backends.get(n).unsupported(ds, **resolved.location_part(n, location_options or {}))]
     caches = ["warm", "cold"] if cache == "all" else [cache]
     cells = []
     for r in range(repeats):
@@ -95,46 +95,13 @@ def plan(dataset, backend_text, cache, repeats, location_options=None):
     return cells
 
 
-def compute_choice(a):
-    """(gpu id, accelerator text or None for real compute)."""
-    gpu = -1 if a.cpu else (a.gpu if a.gpu is not None else (0 if toolchain.cuda_built() else -1))
-    if a.accelerator:
-        return gpu, None if a.accelerator == "none" else a.accelerator
-    if a.cpu or gpu >= 0:
-        return gpu, None
-    return gpu, machines.get(a.profile).accelerator if a.profile else "h100"
+compute_choice = resolved.compute_choice  # kept for callers that named it here
 
 
-def _same_setup(r, limits, accelerator, reading, config):
-    """Whether record r ran the setup `config` asks: reading = (its read options, its location
-    options, a cluster the user runs among them: its seeds). The
-    flags other record fields say are compared there, every other one in r.config."""
-    c = r.compute or {}
-    read_options, location_options = reading
-    if r.backend not in backends.REGISTRY:  # a backend no longer registered: nothing to compare
-        return False
-    reached = locations.get(backends.REGISTRY[r.backend].location).options_of(r.location)
-    return (r.iterations_setting == config.iters and Limits.from_record(r.limits).as_dict() == limits.as_dict()
-            and (c.get("accelerator") if c.get("mode") == "emulated" else None) == accelerator
-            and reached == location_options
-            and (r.read_options or {}) == read_options
-            and (r.concurrent or {}).get("solvers", 1) == config.concurrent
-            and (r.concurrent or {}).get("client_hosts", 0) == len(config.client_hosts)
-            and config_module.same_in_config(r.config, config))
-
-
-def read_choice(config):
-    """({read option: value}, {location option: value}) set on the command line, checked."""
-    return config_module.read_choice(config)
-
-
-def _read_for(backend, reading):
-    """The options that apply to this backend: its reader's, and those of its location."""
-    return options.for_owner(backends.get(backend), reading[0]), _location_part(backend, reading[1])
-
-
-def _location_part(backend, location_options):
-    return options.for_owner(locations.get(backends.get(backend).location), location_options)
+def _same_setup(r, resolution, config):
+    """Whether record r ran the setup `config` asks (resolution: its experiments.resolved.Resolved):
+    every field RunConfig declares part of the setup (experiments.resolved.same_setup)."""
+    return resolved.same_setup(r, resolution, config)
 
 
 def _check_read_flags(cells, reading):
@@ -146,20 +113,14 @@ def _check_read_flags(cells, reading):
                           words="data on a {names} (backends: " + remote + ")")
 
 
-def limits_choice(a):
-    return Limits.from_args(a.mem_limit, a.cpus, a.riops, a.rbps, a.profile, a.mem_per_solver, a.cpu_quota)
-
-
-def recorded_runs(config, ok_only=True):
+def recorded_runs(config, ok_only=True, resolution=None):
     """The records of config.dataset that ran the setup `config` asks: the same compute, limits,
-    iterations, read and location options, number of solvers and every other setup flag.
-    Successful ones only, unless ok_only is False; superseded ones never."""
-    _, accelerator = compute_choice(config)
-    limits = limits_choice(config)
-    reading = read_choice(config)
+    iterations, read and location options, number of solvers and every other setup field.
+    Successful ones only, unless ok_only is False; superseded ones never. resolution: config's
+    experiments.resolved.Resolved, if already made."""
+    resolution = resolution or resolved.resolve(config)
     return [r for r in record.recorded(config.out, config.dataset)
-            if not r.superseded and (r.ok or not ok_only)
-            and _same_setup(r, limits, accelerator, _read_for(r.backend, reading), config)]
+            if not r.superseded and (r.ok or not ok_only) and _same_setup(r, resolution, config)]
 
 
 def default_sizing(config):
@@ -202,12 +163,11 @@ def run(config):
         print(f"{datasets.get(config.dataset).label}: sized for the paper's condition by default ({' '.join(sized)}): "
               "the data several times what memory leaves to the page cache, a few passes over it; "
               "--count, --mem-limit or --iters choose otherwise", file=sys.stderr)
-    gpu, accelerator = compute_choice(config)
     records, log = [], lambda m: print(m, file=sys.stderr)
     try:
         asked = _checked(config)  # bad input refused at once, not after another run.py is done
         with runner.run_lock(log):  # what is recorded, preparing and training: one run.py at a time
-            _run_cells(config, gpu, accelerator, asked, records)
+            _run_cells(config, asked, records)
     except REFUSALS as e:
         return _ended(records, exit_codes.REFUSED, f"error: {e}")
     except STALLS as e:
@@ -223,44 +183,37 @@ def run(config):
 
 
 def _checked(config):
-    """(limits, reading, cells) the configuration asks, each checked."""
-    limits = limits_choice(config)
+    """(resolution, cells) the configuration asks, each checked."""
+    resolution = resolved.resolve(config)
     if config.concurrent < 1:
         raise datasets.SourceError("--concurrent must be at least 1")
-    reading = read_choice(config)
-    cells = plan(config.dataset, config.backend, config.cache, config.repeats, reading[1])
-    _check_read_flags(cells, reading)
-    return limits, reading, cells
+    cells = plan(config.dataset, config.backend, config.cache, config.repeats, resolution.reading[1])
+    _check_read_flags(cells, resolution.reading)
+    return resolution, cells
 
 
-def _run_cells(config, gpu, accelerator, asked, records):
+def _run_cells(config, asked, records):
     """Prepares missing data and runs the planned cells not yet recorded, appending their Records
     to `records`; under the run lock, so that what is recorded is read after any other run.py of
     this user has ended."""
     from data_prep import build
-    limits, reading, cells = asked
-    done = {(r.backend, r.cache, r.repeat) for r in recorded_runs(config)}
+    resolution, cells = asked
+    done = {(r.backend, r.cache, r.repeat) for r in recorded_runs(config, resolution=resolution)}
     build.prepare_missing(config.dataset, sorted({b for b, _, _ in cells}), config.data, count=config.count,
-                          log=lambda m: print(m, file=sys.stderr), location_options=reading[1])
-    if accelerator:
-        print(f"Compute: emulated {accelerator} (models/accelerators.json) inside real Caffe; "
+                          log=lambda m: print(m, file=sys.stderr), location_options=resolution.reading[1])
+    if resolution.accelerator:
+        print(f"Compute: emulated {resolution.accelerator} (models/accelerators.json) inside real Caffe; "
               f"the data path is real.", file=sys.stderr)
-    elif gpu < 0:
+    elif resolution.gpu < 0:
         print("Compute: the real CPU (this Caffe has no CUDA, or --cpu): slow for the stock solvers.",
               file=sys.stderr)
     for position, (backend, cache_state, repeat) in enumerate(cells):
         if (backend, cache_state, repeat) in done and not config.again:
             print(f"{config.dataset} {backend} {cache_state} (repeat {repeat}): already recorded", file=sys.stderr)
             continue
-        read_options, location_options = _read_for(backend, reading)
-        spec = runner.RunSpec(config.dataset, backend, cache_state, repeat, config.iters, config.test_interval,
-                              read_options=read_options, location_options=location_options,
-                              concurrent=config.concurrent, client_hosts=config.client_hosts,
-                              gpu=gpu, accelerator=accelerator, data_root=Path(config.data), results=Path(config.out),
-                              limits=limits, cold_fallback=config.cold_fallback, seed=config.seed,
-                              plan={"position": position, "cells": len(cells), "order": "interleaved"},
-                              iterations_reason=config.iters_reason, progress=not config.quiet, config=config)
-        records += runner.run_group(spec, log=lambda m: print(m, file=sys.stderr))
+        cell = runner.Cell(backend, cache_state, repeat,
+                           plan={"position": position, "cells": len(cells), "order": "interleaved"})
+        records += runner.run_group(config, cell, log=lambda m: print(m, file=sys.stderr), resolution=resolution)
 
 
 def _ended(records, code, line):

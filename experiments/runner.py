@@ -4,8 +4,9 @@ state, with the system monitor on, recorded as one Record (experiments/record.py
 A run's files: RESULTS/DATASET/runs/RUN_ID/{train,test,solver}.prototxt, caffe.log,
 monitor.csv; its record is appended to RESULTS/DATASET/records.jsonl when the run finished,
 ok or failed (a failed run keeps its log); an interrupted run leaves its folder but no record.
-The steps: resolve the spec into a Run (the artifact, its location, the compute, the solver),
-set the cache, start the monitor and the training processes (experiments.training), record.
+The steps: resolve a RunConfig's cell (Cell: backend, cache, repeat) into a Run (the artifact, its
+location, the compute, the solver; what the flags imply comes from experiments.resolved), set
+the cache, start the monitor and the training processes (experiments.training), record.
 """
 import fcntl
 import os
@@ -15,7 +16,7 @@ import subprocess
 import time
 import uuid
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
@@ -24,8 +25,9 @@ import psutil
 import toolchain
 from data_prep import backends, cache, datasets, locations
 from data_prep import manifest as manifest_file
-from experiments import accelerators, caffe_log, cgroup, hosts, proctrack
+from experiments import accelerators, caffe_log, cgroup, hosts, proctrack, resolved
 from experiments import record as record_module
+from experiments.config import RunConfig
 from experiments.record import NEEDS, Record, append, cache_state
 from experiments.training import Progress, child_setup, train_all
 from models.nets import SolverSettings, write_net_files
@@ -44,37 +46,40 @@ class RunError(RuntimeError):
 RECORD_WRITE_ERRORS = (record_module.RecordWriteError, OSError)  # OSError: whatever else the write met
 
 
-@dataclass
-class RunSpec:
-    dataset: str
+@dataclass(frozen=True)
+class Cell:
+    """Which cell of the configuration's plan a run is: its backend, cache state and repeat."""
     backend: str
     cache: str                       # warm | cold
     repeat: int = 0
-    iters: int = None                # None: the stock solver's max_iter
-    test_interval: int = None
-    test_iter: int = None
-    gpu: int = -1                    # -1: CPU
-    accelerator: str = None          # an accelerators.json profile, "2.5ms", or None: real compute
-    data_root: Path = ROOT / "data"
-    results: Path = ROOT / "results"
-    limits: cgroup.Limits = field(default_factory=cgroup.Limits)
-    cold_fallback: str = None        # None or "fadvise"
-    monitor_interval: float = 1.0
-    seed: int = None
     plan: dict = None                # position in the matrix's interleaved order
-    iterations_reason: str = None    # why iters differ from the stock solver, if chosen for the user
-    progress: bool = True            # a progress line on stderr while Caffe trains
-    read_options: dict = field(default_factory=dict)  # the backend's reader options (Backend.options)
-    location_options: dict = field(default_factory=dict)  # how its location is reached (Location.options)
-    concurrent: int = 1              # training processes on the same artifact at once
-    client_hosts: tuple = ()         # network namespaces the solvers run in, in turn (experiments.hosts)
-    config: object = None            # the experiments.config.RunConfig the run came from, kept in the record
+
+
+class _Spec(tuple):
+    """(RunConfig, Cell) of RunSpec, for callers not yet converted."""
+
+
+def RunSpec(dataset, backend, cache, repeat=0, iters=None, test_interval=None, accelerator=None,
+            data_root=ROOT / "data", results=ROOT / "results", progress=True):
+    """Compatibility for callers not yet converted to a RunConfig (benchmarks/data_path.py): the
+    RunConfig and Cell of the old RunSpec's fields, on the CPU (its gpu -1), as RunSpec ran."""
+    config = RunConfig(dataset, backend, cache, iters=iters, test_interval=test_interval, cpu=True,
+                       accelerator=accelerator, data=str(data_root), out=str(results), quiet=not progress)
+    return _Spec((config, Cell(backend, cache, repeat)))
 
 
 @dataclass
 class Run:
-    """A spec resolved: what every step of one run works on."""
-    spec: RunSpec
+    """A cell of a configuration, resolved: what every step of one run works on."""
+    config: object                   # experiments.config.RunConfig: what the run asked (its record keeps it)
+    cell: Cell
+    resolution: object               # experiments.resolved.Resolved: what the config implies
+    data_root: Path                  # config.data and config.out, absolute
+    results: Path
+    read_options: dict               # the backend's reader options (Backend.options)
+    location_options: dict           # how its location is reached (Location.options)
+    test_iter: int                   # None: the stock solver's, within the test split
+    monitor_interval: float
     dataset: object                  # data_prep.datasets.Dataset
     backend: object                  # data_prep.backends.Backend
     dest: Path                       # the artifact
@@ -90,7 +95,7 @@ class Run:
 
     @property
     def run_dirs(self):
-        return [Path(self.spec.results) / self.dataset.name / "runs" / run_id for run_id in self.run_ids]
+        return [self.results / self.dataset.name / "runs" / run_id for run_id in self.run_ids]
 
 
 def environment():
@@ -157,21 +162,29 @@ def _gpu_info():
         return {"gpu_model": None}
 
 
-def run(spec, log=print):
-    """Run one cell of the matrix with one solver; return its Record (also appended to records.jsonl)."""
-    if spec.concurrent != 1:
+def run(config, cell=None, log=print, resolution=None, test_iter=None, monitor_interval=1.0):
+    """Run one cell of the matrix with one solver; return its Record (also appended to records.jsonl).
+    config: an experiments.config.RunConfig; the rest as run_group has them."""
+    if isinstance(config, _Spec):
+        config, cell = config
+    if config.concurrent != 1:
         raise RunError("several solvers at once give several records: use run_group")
-    return run_group(spec, log)[0]
+    return run_group(config, cell, log, resolution, test_iter, monitor_interval)[0]
 
 
-def run_group(spec, log=print):
-    """Run one cell with spec.concurrent solvers at once; return their Records."""
+def run_group(config, cell=None, log=print, resolution=None, test_iter=None, monitor_interval=1.0):
+    """Run one cell of `config` (an experiments.config.RunConfig; cell: its Cell, by default
+    config's backend and cache, repeat 0) with config.concurrent solvers at once; return their
+    Records. resolution: config's experiments.resolved.Resolved, if already made. test_iter: the
+    solver's (None: the stock one's); monitor_interval: the sampler's, in seconds."""
+    cell = cell or Cell(config.backend, config.cache)
+    resolution = resolution or resolved.resolve(config)
     with run_lock(log):
         try:
             toolchain.check_not_swapped()
         except toolchain.MissingBuild as e:
             raise RunError(str(e)) from None
-        return _run_locked(spec, log)
+        return _run_locked(config, cell, resolution, log, test_iter, monitor_interval)
 
 
 class RecordNotWritten(RuntimeError):
@@ -246,30 +259,33 @@ def _run_lock(log):
             _held_fd = None
 
 
-def _resolve(spec, log, gpu_model=None):
+def _resolve(config, cell, resolution, log, test_iter, monitor_interval, gpu_model=None):
     # Caffe runs in the run's folder: every path it is given must be absolute
-    spec.data_root, spec.results = Path(spec.data_root).resolve(), Path(spec.results).resolve()
-    absent = hosts.missing(spec.client_hosts) if spec.client_hosts else []
+    data_root, results = Path(config.data).resolve(), Path(config.out).resolve()
+    absent = hosts.missing(config.client_hosts) if config.client_hosts else []
     if absent:
         raise RunError(f"no network namespace {', '.join(absent)} on this machine (ip netns list): "
                        "client hosts are made by experiments/hosts.py, benchmarks/multihost.py say")
-    dataset, backend = datasets.get(spec.dataset), backends.get(spec.backend)
-    dest = Path(spec.data_root) / dataset.name / backend.name
+    dataset, backend = datasets.get(config.dataset), backends.get(cell.backend)
+    dest = data_root / dataset.name / backend.name
     manifest = manifest_file.load(dest)
     if manifest is None:
         raise RunError(f"{dest}: no complete artifact (run data_prep/prepare.py {dataset.name} {backend.name})")
-    backend.layer_options(spec.read_options)  # an option the backend does not declare stops here
-    compute = (accelerators.choose(spec.accelerator, dataset.model, spec.gpu) if spec.accelerator
-               else accelerators.real(dataset.model, spec.gpu, gpu_model))
-    settings = SolverSettings.of(dataset.model, manifest.splits["test"].count, spec.iters, spec.test_iter,
-                                 spec.test_interval, gpu=spec.gpu >= 0, seed=spec.seed)
+    read_options, location_options = resolution.read_for(cell.backend)
+    backend.layer_options(read_options)  # an option the backend does not declare stops here
+    gpu, accelerator = resolution.gpu, resolution.accelerator
+    compute = (accelerators.choose(accelerator, dataset.model, gpu) if accelerator
+               else accelerators.real(dataset.model, gpu, gpu_model))
+    settings = SolverSettings.of(dataset.model, manifest.splits["test"].count, config.iters, test_iter,
+                                 config.test_interval, gpu=gpu >= 0, seed=config.seed)
     group_id = time.strftime("%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:6]
-    run_ids = [group_id] if spec.concurrent == 1 else [f"{group_id}-s{i}" for i in range(spec.concurrent)]
-    return Run(spec, dataset, backend, dest, manifest, compute, settings, group_id, run_ids, log)
+    run_ids = [group_id] if config.concurrent == 1 else [f"{group_id}-s{i}" for i in range(config.concurrent)]
+    return Run(config, cell, resolution, data_root, results, read_options, location_options, test_iter,
+               monitor_interval, dataset, backend, dest, manifest, compute, settings, group_id, run_ids, log)
 
 
 def _write_run_folders(run):
-    layer = run.backend.data_layer(run.dest, run.dataset, run.dest.parent / "mean.binaryproto", run.spec.read_options,
+    layer = run.backend.data_layer(run.dest, run.dataset, run.dest.parent / "mean.binaryproto", run.read_options,
                                    **_reached_through(run.location))
     for run_dir in run.run_dirs:
         run_dir.mkdir(parents=True)
@@ -300,14 +316,14 @@ def cold_condition(run):
     data's bytes, and the most memory could leave to the page cache (the run's memory limit less
     the solvers' estimated own memory, else the host's memory): when the data fits, only the
     first pass reads the disk."""
-    if run.spec.cache != "cold" or run.backend.location != locations.LocalFolder.name:
+    if run.cell.cache != "cold" or run.backend.location != locations.LocalFolder.name:
         return None
     train = run.manifest.splits["train"]
     data = (train.footprint or {}).get("allocated_bytes")
     if not data or not train.count:
         return None
-    limits = run.spec.limits.for_solvers(run.spec.concurrent)
-    own = run.spec.concurrent * solver_memory_estimate(run.dataset.model)
+    limits = run.resolution.limits.for_solvers(run.config.concurrent)
+    own = run.config.concurrent * solver_memory_estimate(run.dataset.model)
     room = max(limits.mem_bytes - own, 1) if limits.mem_bytes else psutil.virtual_memory().total
     passes = run.settings.max_iter * run.dataset.model.batch / train.count
     return {"passes": round(passes, 2), "train_bytes": data, "cache_room_upper_bytes": room,
@@ -337,30 +353,31 @@ def cold_words(condition):
     return f"{head}: {what}; {how}"
 
 
-def _run_locked(spec, log):
+def _run_locked(config, cell, resolution, log, test_iter, monitor_interval):
     env = environment()
-    run = _resolve(spec, log, env.get("gpu_model"))
+    run = _resolve(config, cell, resolution, log, test_iter, monitor_interval, env.get("gpu_model"))
     run.cold = cold_condition(run)
     if run.cold:
         log(cold_words(run.cold))
-    run.location = locations.of(run.backend, run.dest, spec.location_options)  # before the net, which reads it
+    run.location = locations.of(run.backend, run.dest, run.location_options)  # before the net, which reads it
     try:
         _write_run_folders(run)
         for path in cgroup.remove_abandoned():
             log(f"removed cgroup {path}, left by an earlier run")
         # limits first: a run refused for them must not have flushed the page cache; the read
         # limits wait until the cache is set (cgroup.Group.limit_reads)
-        run.group = (cgroup.create(spec.limits.for_solvers(spec.concurrent), run.group_id, run.location,
+        limits = resolution.limits
+        run.group = (cgroup.create(limits.for_solvers(config.concurrent), run.group_id, run.location,
                                    limit_reads_now=False)
-                     if spec.limits.any() else None)
+                     if limits.any() else None)
         trainings, how, resident, monitor_csv = _train(run)
         errors = {}
         monitor = _measuring(errors, run.log)("monitor", lambda: summarize_monitor(monitor_csv))
         shared = _shared_fields(run, how, resident, monitor, env, errors)
-        together = ({"group": run.group_id, "solvers": spec.concurrent,
+        together = ({"group": run.group_id, "solvers": config.concurrent,
                      "makespan_seconds": round(max(t.wall for t in trainings), 3),
                      "device_read_bytes": (monitor or {}).get("read_bytes_total")}
-                    if spec.concurrent > 1 or spec.client_hosts else None)
+                    if config.concurrent > 1 or config.client_hosts else None)
         return _record_all(run, trainings, shared, together)
     finally:
         run.location.close()
@@ -373,7 +390,7 @@ def _record_all(run, trainings, shared, together):
     others from theirs; then RecordNotWritten names those lost."""
     records, lost, unexpected = [], [], None
     for i, (run_id, t) in enumerate(zip(run.run_ids, trainings)):
-        concurrent = dict(together, member=i, **_placed(run.spec, i)) if together else None
+        concurrent = dict(together, member=i, **_placed(run.config, i)) if together else None
         try:
             records.append(_record(run, run_id, t, shared, concurrent))
         except RECORD_WRITE_ERRORS as e:
@@ -386,42 +403,42 @@ def _record_all(run, trainings, shared, together):
         raise unexpected
     if lost:
         raise RecordNotWritten(f"{len(lost)} of {len(trainings)} records not written to "
-                               f"{Path(run.spec.results) / run.dataset.name / 'records.jsonl'} "
+                               f"{run.results / run.dataset.name / 'records.jsonl'} "
                                f"(the runs' folders are kept): {'; '.join(lost)}"[:1500])
     return records
 
 
-def _host_of(spec, member):
+def _host_of(config, member):
     """The network namespace solver `member` runs in (None: this process's own)."""
-    return spec.client_hosts[member % len(spec.client_hosts)] if spec.client_hosts else None
+    return config.client_hosts[member % len(config.client_hosts)] if config.client_hosts else None
 
 
-def _placed(spec, member):
-    return {"client_hosts": len(spec.client_hosts), "host": _host_of(spec, member)} if spec.client_hosts else {}
+def _placed(config, member):
+    return {"client_hosts": len(config.client_hosts), "host": _host_of(config, member)} if config.client_hosts else {}
 
 
 def _shared_fields(run, how, resident, monitor, env, errors):
     """What every solver of the run shares, measured once. A measurement that fails after the
     training (a server gone, a command the user may not send) is recorded as that error, in
     `errors` (field -> error, those already met kept): the run's record is never lost to it."""
-    spec, group, manifest = run.spec, run.group, run.manifest
+    config, cell, group, manifest = run.config, run.cell, run.group, run.manifest
     measured = _measuring(errors, run.log)
     return dict(
-        dataset=run.dataset.name, backend=run.backend.name, cache=spec.cache, repeat=spec.repeat,
+        dataset=run.dataset.name, backend=run.backend.name, cache=cell.cache, repeat=cell.repeat,
         cache_method=how, cache_resident_fraction=round(resident, 4),
         cache_resident_fraction_after=measured("cache_resident_fraction_after",
                                                lambda: _rounded(run.location.resident_fraction(), 4)),
-        iterations_setting=spec.iters, iterations_reason=spec.iterations_reason, cold_condition=run.cold,
-        compute=run.compute.as_dict(), gpu_id=spec.gpu,
+        iterations_setting=config.iters, iterations_reason=config.iters_reason, cold_condition=run.cold,
+        compute=run.compute.as_dict(), gpu_id=run.resolution.gpu,
         source=manifest.source, source_fingerprint=manifest.source_fingerprint,
         artifact_footprint=manifest.footprint, train_footprint=manifest.splits["train"].footprint,
-        location=measured("location", run.location.describe), read_options=spec.read_options or None,
-        limits=dict(spec.limits.as_dict(), cgroup=group.version if group else None,
+        location=measured("location", run.location.describe), read_options=run.read_options or None,
+        limits=dict(run.resolution.limits.as_dict(), cgroup=group.version if group else None,
                     applied=group.applied if group else None,
                     throttled_reads=measured("limits.throttled_reads", group.throttled_reads) if group else None,
                     cpu_throttling=measured("limits.cpu_throttling", group.cpu_throttling) if group else None),
-        monitor=monitor, plan=spec.plan, environment=env, measurement_errors=errors or None,
-        config=spec.config.recorded() if spec.config else None)
+        monitor=monitor, plan=cell.plan, environment=env, measurement_errors=errors or None,
+        config=config.recorded())
 
 
 def _measuring(errors, log):
@@ -439,11 +456,11 @@ def _measuring(errors, log):
 def _train(run):
     """Sets the cache, then trains one process per run folder at once, with the monitor on.
     Returns (trainings, how the cache was set, resident fraction, the monitor's summary)."""
-    spec, group, location = run.spec, run.group, run.location
-    how, resident = location.set_cache(spec.cache, spec.cold_fallback, group)
+    config, cache_asked, group, location = run.config, run.cell.cache, run.group, run.location
+    how, resident = location.set_cache(cache_asked, config.cold_fallback, group)
     python_path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
     child_env = dict(os.environ, GLOG_logtostderr="1", GLOG_minloglevel="0", PYTHONPATH=python_path)
-    warmup = run.backend.program_warmup() if spec.cache == "warm" else None
+    warmup = run.backend.program_warmup() if cache_asked == "warm" else None
     if warmup:
         _warm_program(warmup, child_env, group)
         how += ", the training program loaded once"
@@ -451,29 +468,29 @@ def _train(run):
         group.limit_reads()
     held = (f"{resident:.1%} of {len(location.files)} files resident" if location.files
             else "every record in the servers' memory")
-    state = cache_state(spec.cache, resident, measured=bool(location.files))
-    if state != spec.cache:
-        why = ("the memory limit leaves the page cache less room than the data" if spec.limits.mem_bytes
+    state = cache_state(cache_asked, resident, measured=bool(location.files))
+    if state != cache_asked:
+        why = ("the memory limit leaves the page cache less room than the data" if run.resolution.limits.mem_bytes
                else "the page cache did not keep it")
-        held += f": {state}, {why} ({NEEDS[spec.cache]}; tables label it so)"
+        held += f": {state}, {why} ({NEEDS[cache_asked]}; tables label it so)"
     solvers = f", {len(run.run_ids)} solvers at once" if len(run.run_ids) > 1 else ""
-    if spec.client_hosts:
-        count = len(spec.client_hosts)
+    if config.client_hosts:
+        count = len(config.client_hosts)
         solvers += f" on {count} client host{'s' * (count > 1)} (network namespaces)"
-    run.log(f"{run.dataset.name} {run.backend.name} {spec.cache} (repeat {spec.repeat}): cache made {spec.cache} by "
+    run.log(f"{run.dataset.name} {run.backend.name} {cache_asked} (repeat {run.cell.repeat}): cache made {cache_asked} by "
             f"{how}, {held}; compute: {_compute_words(run.compute)}{solvers}")
     monitor_csv = run.run_dirs[0] / "monitor.csv"  # machine-wide: one for the group
     device = location.block_device()
     monitor = subprocess.Popen([str(toolchain.PYTHON), str(ROOT / "monitor" / "sampler.py"), str(monitor_csv),
-                                "--interval", str(spec.monitor_interval)] + (["--device", device] if device else []),
+                                "--interval", str(run.monitor_interval)] + (["--device", device] if device else []),
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, preexec_fn=child_setup())
     try:
         _await_monitor(monitor, monitor_csv, run.log)
-        commands = [(_placed_command(spec, i, run.backend.train_command(run_dir / "solver.prototxt", run.dest,
-                                                                         run.dataset, spec.gpu)), run_dir)
+        commands = [(_placed_command(config, i, run.backend.train_command(run_dir / "solver.prototxt", run.dest,
+                                                                           run.dataset, run.resolution.gpu)), run_dir)
                     for i, run_dir in enumerate(run.run_dirs)]
         progress = Progress(run.run_dirs[0] / "caffe.log", run.settings.max_iter, run.dataset.model.batch,
-                            spec.progress)
+                            not config.quiet)
         _remove_leftovers(run, "by an earlier run")
         trainings = train_all(commands, child_env, group, progress)
     finally:
@@ -515,8 +532,8 @@ def _stop_monitor(monitor, log):
         monitor.wait()
 
 
-def _placed_command(spec, member, argv):
-    host = _host_of(spec, member)
+def _placed_command(config, member, argv):
+    host = _host_of(config, member)
     return hosts.command_in(host, argv) if host else argv
 
 
@@ -540,7 +557,7 @@ def _warm_program(cmd, env, group):
 def _record(run, run_id, training, shared, concurrent):
     """One solver's Record, from its log and process, with the run's shared fields; appended.
     Each measurement is guarded (a failure is a measurement_errors entry); only the append may raise."""
-    rc, run_dir, spec = training.returncode, training.run_dir, run.spec
+    rc, run_dir = training.returncode, training.run_dir
     errors = dict(shared["measurement_errors"] or {})
     measured = _measuring(errors, run.log)
     log_text = measured("caffe_log", lambda: (run_dir / "caffe.log").read_text(errors="replace")) or ""
@@ -568,8 +585,8 @@ def _record(run, run_id, training, shared, concurrent):
         au=au, concurrent=concurrent, shared_rings=caffe_log.shared_rings(log_text) or None,
         command=training.cmd, process=training.process,
         training_cpu_seconds=measured("training_cpu_seconds", lambda: _training_cpu(training, parsed, first, started)),
-        run_dir=str(run_dir.relative_to(spec.results)), finished=time.strftime("%Y-%m-%dT%H:%M:%S"))
-    append(Path(spec.results) / shared["dataset"] / "records.jsonl", record)
+        run_dir=str(run_dir.relative_to(run.results)), finished=time.strftime("%Y-%m-%dT%H:%M:%S"))
+    append(run.results / shared["dataset"] / "records.jsonl", record)
     try:
         _report(run, record, training, parsed, au, concurrent)
     except Exception as e:  # noqa: BLE001 -- the record is written; its summary line is not worth the run

@@ -11,6 +11,7 @@ from analysis import report
 from conftest import ROOT
 from data_prep import datasets
 from experiments import runner
+from experiments.config import RunConfig
 
 PY = str(ROOT / ".venv" / "bin" / "python")
 PAPER = ROOT.parent / "shared" / "seeds" / "lim-young-patton-2016-image-storage-systems.txt"
@@ -22,9 +23,9 @@ def tiny_results(mnist_small, tmp_path_factory):
     for backend in ["lmdb", "images"]:
         for state in ["warm", "cold"]:
             for repeat in range(2):
-                spec = runner.RunSpec("mnist", backend, state, repeat, iters=10, test_interval=10,
-                                      data_root=mnist_small.parent, results=results, cold_fallback="fadvise")
-                assert runner.run(spec, log=lambda *_: None).ok
+                config = RunConfig("mnist", backend, state, iters=10, test_interval=10, cpu=True,
+                                   data=str(mnist_small.parent), out=str(results), cold_fallback="fadvise")
+                assert runner.run(config, runner.Cell(backend, state, repeat), log=lambda *_: None).ok
     return results
 
 

@@ -10,8 +10,9 @@ import catalogue
 from analysis import fidelity
 from data_prep import cache
 from experiments import accelerators, caffe_log, calibration, rederive, runner
+from experiments.config import RunConfig
 
-QUIET = dict(progress=False)
+QUIET = dict(cpu=True, quiet=True)
 
 
 def quiet(*_):
@@ -22,8 +23,8 @@ def test_au_counts_every_timed_iteration_and_the_initial_test_pass_is_its_own(mn
     """150 iterations with display 100: Caffe logs its last iteration at 100, but 149 run inside
     the solver's window. Warm LMDB feeds a 4 ms accelerator fully, so AU must be ~1 (counting
     from the last logged iteration it came out ~0.66)."""
-    r = runner.run(runner.RunSpec("mnist", "lmdb", "warm", iters=150, accelerator="4ms", data_root=mnist_small.parent,
-                                  results=tmp_path, **QUIET), log=quiet)
+    r = runner.run(RunConfig("mnist", "lmdb", "warm", iters=150, accelerator="4ms", data=str(mnist_small.parent),
+                             out=str(tmp_path), **QUIET), log=quiet)
     parsed = caffe_log.parse((tmp_path / r.run_dir / "caffe.log").read_text())
     assert r.ok and r.iterations == 100 and parsed["settings"]["display"] == 100
     assert caffe_log.timed_compute(parsed) == (149, 0, 6)  # one test pass of 6 after iteration 0
@@ -57,9 +58,9 @@ def test_hdf5_pays_the_host_copies_a_gpu_build_makes_and_lmdb_does_not(mnist_sma
     """On a GPU HDF5Data copies every row to the device on the solver thread (7.5 us each on
     the real H100, fitted); the Data layer's copy runs on its prefetch thread. The emulated
     h100 charges both where they block, so HDF5's solver time grows by its copies."""
-    common = dict(iters=300, accelerator="h100", data_root=mnist_small.parent, results=tmp_path, **QUIET)
-    hdf5 = runner.run(runner.RunSpec("mnist", "hdf5", "warm", **common), log=quiet)
-    lmdb = runner.run(runner.RunSpec("mnist", "lmdb", "warm", **common), log=quiet)
+    common = dict(iters=300, accelerator="h100", data=str(mnist_small.parent), out=str(tmp_path), **QUIET)
+    hdf5 = runner.run(RunConfig("mnist", "hdf5", "warm", **common), log=quiet)
+    lmdb = runner.run(RunConfig("mnist", "lmdb", "warm", **common), log=quiet)
     link = accelerators.profiles()["h100"]["host_copies"]
     assert f"host_copy_latency_us: {link['latency_us']}" in (tmp_path / hdf5.run_dir / "train.prototxt").read_text()
     assert hdf5.compute["host_copy_latency_us"] == link["latency_us"]
@@ -88,8 +89,8 @@ def test_a_cold_runs_reads_are_split_at_the_initial_test_and_the_first_iteration
     first used during training (faulted in with the disk's readahead) counts as training's."""
     if not cache.can_drop_caches():
         pytest.skip("needs root to drop the page cache")
-    r = runner.run(runner.RunSpec("mnist", "lmdb", "cold", iters=300, accelerator="10ms",
-                                  data_root=mnist_small.parent, results=tmp_path, **QUIET), log=quiet)
+    r = runner.run(RunConfig("mnist", "lmdb", "cold", iters=300, accelerator="10ms",
+                             data=str(mnist_small.parent), out=str(tmp_path), **QUIET), log=quiet)
     p = r.process
     assert p["read_bytes_before_test"] + p["read_bytes_initial_test"] + p["read_bytes_training"] == p["read_bytes"]
     assert p["read_bytes_before_test"] > 10 * 2**20, p

@@ -130,9 +130,9 @@ def test_the_prefetch_threads_cpu_is_measured_and_the_per_core_rate_is_the_runs_
     """A run long enough for the thread sampler (every 0.5 s) to see Caffe's prefetch thread:
     its CPU is measured, no more than the run's wall time, and the process's CPU is accounted
     for by thread; the per-core rate is the run's images over its own measured data-path CPU."""
-    spec = runner.RunSpec("mnist", "lmdb", "warm", iters=3000, accelerator="h100", data_root=mnist_small.parent,
-                          results=tmp_path, progress=False)
-    r = runner.run(spec, log=lambda *_: None)
+    config = RunConfig("mnist", "lmdb", "warm", iters=3000, cpu=True, accelerator="h100", data=str(mnist_small.parent),
+                       out=str(tmp_path), quiet=True)
+    r = runner.run(config, log=lambda *_: None)
     assert r.ok, r.status
     by_role = r.process["thread_cpu_seconds"]
     prefetch = by_role.get(proctrack.PREFETCH)

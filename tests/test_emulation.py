@@ -12,6 +12,7 @@ import pytest
 from conftest import ROOT
 from data_prep import backends, cache, datasets
 from experiments import accelerators, cgroup, run, runner
+from experiments.config import RunConfig
 from models.nets import dividing_interval
 
 PY = str(ROOT / ".venv" / "bin" / "python")
@@ -53,9 +54,9 @@ def test_the_layer_takes_the_asked_time_and_reads_its_input(tmp_path):
 
 
 def test_an_emulated_run_is_recorded_as_emulated_with_its_au(mnist_small, tmp_path):
-    spec = runner.RunSpec("mnist", "lmdb", "warm", iters=100, accelerator="5ms", data_root=mnist_small.parent,
-                          results=tmp_path, progress=False)
-    r = runner.run(spec, log=lambda *_: None)
+    config = RunConfig("mnist", "lmdb", "warm", iters=100, cpu=True, accelerator="5ms", data=str(mnist_small.parent),
+                       out=str(tmp_path), quiet=True)
+    r = runner.run(config, log=lambda *_: None)
     assert r.ok and r.compute["mode"] == "emulated" and r.compute["accelerator"] == "5ms"
     assert r.compute["ms_per_iteration"] == 5.0 and "emulated 5ms" in r.compute_label()
     assert r.solver_seconds >= 99 * 0.005
@@ -70,10 +71,9 @@ def test_a_slowed_data_source_lowers_au(mnist_small, tmp_path):
     """Image files read cold at 150 IOPS cannot feed a 2 ms accelerator; warm LMDB can."""
     if not cache.can_drop_caches() or cgroup.version() is None:
         pytest.skip("needs root and a cgroup hierarchy")
-    common = dict(iters=10, accelerator="2ms", data_root=mnist_small.parent, results=tmp_path, progress=False)
-    fast = runner.run(runner.RunSpec("mnist", "lmdb", "warm", **common), log=lambda *_: None)
-    slow = runner.run(runner.RunSpec("mnist", "images", "cold", limits=cgroup.Limits(riops=150, mem_bytes=512 * 2**20),
-                                     **common), log=lambda *_: None)
+    common = dict(iters=10, cpu=True, accelerator="2ms", data=str(mnist_small.parent), out=str(tmp_path), quiet=True)
+    fast = runner.run(RunConfig("mnist", "lmdb", "warm", **common), log=lambda *_: None)
+    slow = runner.run(RunConfig("mnist", "images", "cold", riops=150, mem_limit="512M", **common), log=lambda *_: None)
     assert fast.ok and slow.ok
     assert slow.limits["riops"] == 150 and slow.limits["cgroup"] == cgroup.version()
     # what the limit leaves for the page cache: the limit less the process's own anonymous memory
@@ -124,9 +124,9 @@ def test_the_last_test_pass_runs_at_the_last_iteration_and_counts_in_au(mnist_sm
     interval divides max_iter, so the run tests every 75 and its last pass is at iteration 150;
     the log shows each pass, the record keeps the last one's iteration and the passes' time, and
     the AU counts both passes after iteration 0 (and no final forward: 100 does not divide 150)."""
-    spec = runner.RunSpec("mnist", "lmdb", "warm", iters=150, test_interval=100, test_iter=4, accelerator="5ms",
-                          data_root=mnist_small.parent, results=tmp_path, progress=False)
-    r = runner.run(spec, log=lambda *_: None)
+    config = RunConfig("mnist", "lmdb", "warm", iters=150, test_interval=100, cpu=True, accelerator="5ms",
+                       data=str(mnist_small.parent), out=str(tmp_path), quiet=True)
+    r = runner.run(config, log=lambda *_: None, test_iter=4)
     assert r.ok, r.status
     log = (tmp_path / r.run_dir / "caffe.log").read_text()
     assert "test_interval: 75" in log.splitlines()

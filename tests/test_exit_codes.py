@@ -16,6 +16,7 @@ from conftest import ROOT, ended_within, given_up
 from data_prep import backends
 from data_prep.backends import lmdb_store
 from experiments import exit_codes, matrix, run, runner, training
+from experiments.config import RunConfig
 from experiments.record import recorded
 from test_claims_run_lock import line_with
 
@@ -145,10 +146,10 @@ def test_a_preparation_started_while_a_run_trains_waits_for_it(mnist_small, tmp_
 def test_a_monitor_that_never_started_leaves_the_record_with_its_error(mnist_small, tmp_path, own_lock):
     """The sampler refuses its interval and exits at its start: no monitor.csv, whose summary is
     then a measurement error, and the run is recorded with everything else."""
-    spec = runner.RunSpec("mnist", "lmdb", "warm", iters=20, accelerator="1ms", data_root=mnist_small.parent,
-                          results=tmp_path, monitor_interval=0, progress=False)
+    config = RunConfig("mnist", "lmdb", "warm", iters=20, cpu=True, accelerator="1ms", data=str(mnist_small.parent),
+                       out=str(tmp_path), quiet=True)
     said = []
-    r = runner.run(spec, log=said.append)
+    r = runner.run(config, log=said.append, monitor_interval=0)
     assert r.ok and r.au is not None and r.monitor is None
     assert "no monitor CSV" in r.measurement_errors["monitor"], r.measurement_errors
     assert [r.run_id] == [x.run_id for x in recorded(tmp_path, "mnist")]

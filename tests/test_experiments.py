@@ -12,6 +12,7 @@ import toolchain
 from conftest import ROOT, run
 from data_prep import backends, cache, locations, manifest
 from experiments import cgroup, runner
+from experiments.config import RunConfig
 from experiments.record import COLD_AT_MOST, recorded
 from monitor.summary import summarize
 
@@ -145,9 +146,9 @@ def test_cold_run_without_privilege_is_refused_clearly(mnist_small, tmp_path):
 
 def test_fadvise_fallback_is_recorded_as_such(mnist_small, tmp_path, monkeypatch):
     monkeypatch.setattr(cache, "can_drop_caches", lambda: False)
-    spec = runner.RunSpec("mnist", "lmdb", "cold", repeat=7, iters=10, test_interval=10,
-                          data_root=mnist_small.parent, results=tmp_path, cold_fallback="fadvise")
-    r = runner.run(spec, log=lambda *_: None)
+    config = RunConfig("mnist", "lmdb", "cold", iters=10, test_interval=10, cpu=True, data=str(mnist_small.parent),
+                       out=str(tmp_path), cold_fallback="fadvise")
+    r = runner.run(config, runner.Cell("lmdb", "cold", repeat=7), log=lambda *_: None)
     assert r.cache_method == "fadvise" and r.ok
     assert r.cache_resident_fraction <= COLD_AT_MOST and r.cache_state == "cold", \
         f"after fadvise {r.cache_resident_fraction:.1%} resident before the clock ({r.cache_state}; " \
@@ -392,16 +393,16 @@ def test_a_cold_run_whose_data_fits_in_memory_says_so_and_records_it(mnist_small
     """MNIST fits in any memory: cold is the first pass from the disk, and the run says so before
     it trains; its record keeps the passes, the data and the room, and a warm run has none."""
     said = []
-    r = runner.run(runner.RunSpec("mnist", "lmdb", "cold", iters=40, data_root=mnist_small.parent, results=tmp_path,
-                                  progress=False), log=said.append)
+    r = runner.run(RunConfig("mnist", "lmdb", "cold", iters=40, cpu=True, data=str(mnist_small.parent), out=str(tmp_path),
+                             quiet=True), log=said.append)
     c = r.cold_condition
     assert c["passes"] == pytest.approx(40 * 64 / 640) and c["first_pass_only"] and c["data_over_room"] < 0.01
     assert c["train_bytes"] > 0 and c["room_from"] == "the host's memory"
     line = next(s for s in said if s.startswith("cold:"))  # (a line about the run lock may come first)
     assert line.startswith("cold: 4 passes") and "only the first pass reads the disk" in line
     assert "the host's memory" in line and "as in the paper's MNIST and CIFAR-10 runs" in line
-    warm = runner.run(runner.RunSpec("mnist", "lmdb", "warm", iters=20, data_root=mnist_small.parent,
-                                     results=tmp_path, progress=False), log=said.append)
+    warm = runner.run(RunConfig("mnist", "lmdb", "warm", iters=20, cpu=True, data=str(mnist_small.parent),
+                                out=str(tmp_path), quiet=True), log=said.append)
     assert warm.cold_condition is None
     # data 5x what the memory leaves: the paper's condition, said as such
     assert "(the paper's condition" in runner.cold_words(dict(c, data_over_room=5.2, first_pass_only=False))

@@ -7,6 +7,7 @@ import sys
 import pytest
 
 from experiments import proctrack, runner
+from experiments.config import RunConfig
 
 SHORT_THREADS = """
 import threading, time
@@ -48,8 +49,8 @@ def test_the_data_layers_transform_threads_count_in_the_data_path():
 def test_a_run_records_its_cpu_in_the_training_window_apart_from_its_startup(mnist_small, tmp_path):
     """Record.training_cpu_seconds, from the tracker's samples: what the stoppers judge the cores
     on (analysis/capacity.py _processes_cpu), start-up and the initial test pass apart."""
-    r = runner.run(runner.RunSpec("mnist", "lmdb", "warm", iters=300, accelerator="4ms", data_root=mnist_small.parent,
-                                  results=tmp_path, progress=False), log=lambda *_: None)
+    r = runner.run(RunConfig("mnist", "lmdb", "warm", iters=300, cpu=True, accelerator="4ms", data=str(mnist_small.parent),
+                             out=str(tmp_path), quiet=True), log=lambda *_: None)
     whole = r.process["cpu_seconds"]
     assert r.ok and r.training_cpu_seconds is not None, r.training_cpu_seconds
     # the start-up (libraries, the nets, opening the data) and the test pass at iteration 0 used CPU too

@@ -167,28 +167,30 @@ def test_a_cluster_on_other_hosts_is_prepared_and_trained_from_by_client_hosts(t
 
 
 def test_a_solver_placed_on_a_host_that_does_not_exist_is_named(tmp_path):
-    from experiments import runner
-    spec = runner.RunSpec("mnist", "lmdb", "warm", client_hosts=("imgstore-no-such-host",), data_root=tmp_path)
+    from experiments import resolved, runner
+    from experiments.config import RunConfig
+    config = RunConfig("mnist", "lmdb", "warm", cpu=True, client_hosts=("imgstore-no-such-host",), data=str(tmp_path))
     with pytest.raises(runner.RunError, match="no network namespace imgstore-no-such-host"):
-        runner._resolve(spec, print)
+        runner._resolve(config, runner.Cell("lmdb", "warm"), resolved.resolve(config), print, None, 1.0)
 
 
 def test_runs_on_a_cluster_the_user_runs_are_not_the_same_setup_as_on_the_projects(monkeypatch):
     """--cluster is the Redis location's option: recorded in location.seeds, compared there, and
     taken from the command line alone (the environment's seeds are a script's fallback)."""
     from data_prep import locations
+    from experiments import resolved
     from experiments import run as run_py
     monkeypatch.setenv("IMGSTORE_REDIS_CLUSTER", "10.0.0.9:6379")
     redis_location = locations.get("redis-cluster")
-    plain = run_py.read_choice(run_py.parse(["mnist", "redis", "warm"]))
-    asked = run_py.read_choice(run_py.parse(["mnist", "redis,lmdb", "warm",
-                                             "--cluster", "10.0.0.5:6379, 10.0.0.6:6379"]))
-    assert run_py._read_for("redis", plain)[1] == {}
-    assert run_py._read_for("redis", asked)[1] == {"seeds": "10.0.0.5:6379,10.0.0.6:6379"}
-    assert run_py._read_for("lmdb", asked)[1] == {}
+    plain = resolved.resolve(run_py.parse(["mnist", "redis", "warm"]))
+    asked = resolved.resolve(run_py.parse(["mnist", "redis,lmdb", "warm",
+                                           "--cluster", "10.0.0.5:6379, 10.0.0.6:6379"]))
+    assert plain.read_for("redis")[1] == {}
+    assert asked.read_for("redis")[1] == {"seeds": "10.0.0.5:6379,10.0.0.6:6379"}
+    assert asked.read_for("lmdb")[1] == {}
     on_theirs = {"external": True, "seeds": "10.0.0.5:6379,10.0.0.6:6379"}
-    assert redis_location.options_of(on_theirs) == run_py._read_for("redis", asked)[1]
-    assert redis_location.options_of({"nodes": 3, "rtt_ms_asked": None}) == run_py._read_for("redis", plain)[1]
+    assert redis_location.options_of(on_theirs) == asked.read_for("redis")[1]
+    assert redis_location.options_of({"nodes": 3, "rtt_ms_asked": None}) == plain.read_for("redis")[1]
 
 
 def test_an_artifact_is_read_from_the_cluster_it_was_written_to(tmp_path, monkeypatch):
