@@ -25,6 +25,7 @@ from pathlib import Path
 
 from data_prep import backends, build, datasets
 from experiments import accelerators, run, runner
+from experiments.config import RunConfig
 from experiments.data_path_cpu import data_path_cpu, prefetch_cpu, trained_iterations
 
 ITERATIONS = {"mnist": 2000, "cifar10": 1000, "imagenet": 60}
@@ -72,11 +73,11 @@ def summarised(values):
             "spread": (max(vals) - min(vals)) / med}
 
 
-def probe(cells, data_root, out, rounds=PROBE_ROUNDS, seconds=PROBE_SECONDS, count=None, limits=None, log=print):
+def probe(cells, data_root, out, rounds=PROBE_ROUNDS, seconds=PROBE_SECONDS, count=None, shape=None, log=print):
     """This host's data-path probe: each (dataset, backend) of `cells` warm through real Caffe at
     0 ms, `rounds` runs each sized to about `seconds` (records in `out`), data prepared under
-    data_root where missing (count: the ImageNet stand-in's train images), under `limits` (an
-    experiments.cgroup.Limits: a host of another shape) where given. Returns
+    data_root where missing (count: the ImageNet stand-in's train images), under `shape`'s limit
+    ({"cpus": N} or {"cpu_quota": F}, run.py's flags: a host of another shape) where given. Returns
     {"cells": {"dataset/backend": {iterations, batch, runs, and per rate its summarised() form}},
     "failed": ["dataset/backend: why"]}."""
     found, failed = {}, []
@@ -89,16 +90,15 @@ def probe(cells, data_root, out, rounds=PROBE_ROUNDS, seconds=PROBE_SECONDS, cou
         for dataset, backend in cells[round_ % len(cells):] + cells[:round_ % len(cells)]:
             batch, iters = datasets.get(dataset).model.batch, probe_iterations(dataset, backend, seconds)
             # no test pass in the solver's window, one test iteration before it (a shorter start)
-            spec = runner.RunSpec(dataset, backend, "warm", round_, iters, test_iter=1, test_interval=iters + 1,
-                                  accelerator="0ms",
-                                  data_root=Path(data_root), results=Path(out), progress=False,
-                                  iterations_reason="sized for the data-path probe", monitor_interval=MONITOR_S,
-                                  **({"limits": limits} if limits else {}))
+            config = RunConfig(dataset, backend, "warm", iters=iters, test_interval=iters + 1, cpu=True,
+                               accelerator="0ms", data=str(data_root), out=str(out), quiet=True,
+                               iters_reason="sized for the data-path probe", **(shape or {}))
             key = f"{dataset}/{backend}"
             cell = found.setdefault(key, {"dataset": dataset, "backend": backend, "iterations": iters,
                                           "batch": batch, "runs": []})
             try:
-                r = runner.run(spec, log=lambda *_: None)
+                r = runner.run(config, runner.Cell(backend, "warm", round_), log=lambda *_: None, test_iter=1,
+                               monitor_interval=MONITOR_S)
             except runner.RunError as e:
                 failed.append(f"{key}: {e}")
                 continue
@@ -149,9 +149,10 @@ def measure_backends(a, out):
         build.prepare_missing(name, names, a.data, log=lambda m: print(m, file=sys.stderr))
         rates = {}
         for backend, cache, r in run.plan(name, ",".join(names), "all", a.rounds):
-            spec = runner.RunSpec(name, backend, cache, r, iters, iters, accelerator="0ms", data_root=Path(a.data),
-                                  results=out, progress=False)
-            rates.setdefault((backend, cache), []).append(delivered(runner.run(spec, log=lambda *_: None), model.batch))
+            config = RunConfig(name, backend, cache, iters=iters, test_interval=iters, cpu=True, accelerator="0ms",
+                               data=str(a.data), out=str(out), quiet=True)
+            record = runner.run(config, runner.Cell(backend, cache, r), log=lambda *_: None)
+            rates.setdefault((backend, cache), []).append(delivered(record, model.batch))
         print(f"\n{ds.label} ({model.name}, batch {model.batch}, {iters} iterations, {a.rounds} rounds): "
               f"images/s delivered; {a.accelerator} consumes {need:,.0f}")
         print(f"{'backend':<9} {'warm':>22} {'cold':>22}  AU >= 90% on {a.accelerator}")

@@ -467,9 +467,8 @@ def measure_data_path(cells, a, out, log):
     if path.is_file() and json.loads(path.read_text()).get("boot_id") == runner.boot_id():
         log(f"data-path probe: kept {path}")
         return []
-    limits = cgroup.Limits(cpus=a.cpus, cpu_quota=a.cpu_quota) if shape_of(a) else None
-    found = data_path.probe(probe_cells(cells), a.data, out / "data-path-probe", count=IMAGENET_COUNT, limits=limits,
-                            log=log)
+    found = data_path.probe(probe_cells(cells), a.data, out / "data-path-probe", count=IMAGENET_COUNT,
+                            shape=shape_of(a), log=log)
     tmp = path.with_suffix(".json.tmp")  # never a half-written probe file
     tmp.write_text(json.dumps(dict(found, boot_id=runner.boot_id(), shape=shape_of(a), rounds=data_path.PROBE_ROUNDS,
                                    seconds=data_path.PROBE_SECONDS), indent=1))

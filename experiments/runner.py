@@ -55,19 +55,6 @@ class Cell:
     plan: dict = None                # position in the matrix's interleaved order
 
 
-class _Spec(tuple):
-    """(RunConfig, Cell) of RunSpec, for callers not yet converted."""
-
-
-def RunSpec(dataset, backend, cache, repeat=0, iters=None, test_interval=None, accelerator=None,
-            data_root=ROOT / "data", results=ROOT / "results", progress=True):
-    """Compatibility for callers not yet converted to a RunConfig (benchmarks/data_path.py): the
-    RunConfig and Cell of the old RunSpec's fields, on the CPU (its gpu -1), as RunSpec ran."""
-    config = RunConfig(dataset, backend, cache, iters=iters, test_interval=test_interval, cpu=True,
-                       accelerator=accelerator, data=str(data_root), out=str(results), quiet=not progress)
-    return _Spec((config, Cell(backend, cache, repeat)))
-
-
 @dataclass
 class Run:
     """A cell of a configuration, resolved: what every step of one run works on."""
@@ -165,8 +152,6 @@ def _gpu_info():
 def run(config, cell=None, log=print, resolution=None, test_iter=None, monitor_interval=1.0):
     """Run one cell of the matrix with one solver; return its Record (also appended to records.jsonl).
     config: an experiments.config.RunConfig; the rest as run_group has them."""
-    if isinstance(config, _Spec):
-        config, cell = config
     if config.concurrent != 1:
         raise RunError("several solvers at once give several records: use run_group")
     return run_group(config, cell, log, resolution, test_iter, monitor_interval)[0]
