@@ -2608,6 +2608,19 @@ def host_checks():
     return {chr(ord("A") + i): host[-1] for i, host in enumerate(hosts_table.group_hosts(hosts_table.load_checks()))}
 
 
+# the checks the prose names, by folder (hosts_table letters hosts by their folders' order, so a
+# new check moves the letters)
+FIRST_CHECK, CLONE_CHECK = "AMD-EPYC-2c-probe728", "AMD-EPYC-2c-probe589"
+CPUSET_CHECK, QUOTA_CHECK = "AMD-EPYC-1c-cpuset-probe638", "AMD-EPYC-0.5c-quota-probe277"
+
+
+def letter_of(folder):
+    """The letter hosts_table gives the host whose checks include the check in `folder`."""
+    from analysis import hosts_table
+    return next(chr(ord("A") + i) for i, host in enumerate(hosts_table.group_hosts(hosts_table.load_checks()))
+                if any(c["folder"] == folder for c in host))
+
+
 def host_rows(letter, data_path=True):
     from analysis import hosts_table
     return [r for r in hosts_table.rows(hosts_table.load_checks()) if r["host"] == letter and r["data_path"] == data_path]
@@ -2632,32 +2645,41 @@ def check_rows(letter, data_path=True):
 
 @claim
 def emulation_hosts_first_check():
-    """The first check of the 2-core VM (D): the data-path-bound cells against their prediction and reference."""
-    rows, own = host_rows("D"), check_rows("D")
+    """The first check of the 2-core VM: the data-path-bound cells against their prediction and reference."""
+    first = letter_of(FIRST_CHECK)
+    rows, own = host_rows(first), check_rows(first)
     return (f"came out {percents([r['ratio'] - 1 for r in rows])} slower than\npredicted on the first check of the "
-            "2-core VM (D)",
+            f"2-core VM ({first})",
             f"({span([r['measured_over_reference'] for r in own], lambda x: f'{x:.2f}')} of it)",
             f"the whole probe ratio ({span([r['probe_ratio'] for r in own], lambda x: f'{x:.2f}')})",
-            f"predicted {1 / host_capacity('D')['ratio']:.1f}x too high there")
+            f"predicted {1 / host_capacity(first)['ratio']:.1f}x too high there")
+
+
+@claim
+def emulation_hosts_clone_check():
+    """The 2-core VM checked again from a fresh clone, against its first check."""
+    from analysis import hosts_table
+    checks = host_checks()
+    first, clone = letter_of(FIRST_CHECK), letter_of(CLONE_CHECK)
+    lower = 1 - hosts_table.pixels(checks[clone]) / hosts_table.pixels(checks[first])
+    c = [abs(r["ratio"] - 1) for r in host_rows(clone) + host_rows(clone, False)]
+    return (f"({clone}, probes {lower:.0%} lower than {first}'s) every cell came within {max(c):.0%} of its prediction "
+            f"and the N allowed\n{host_capacity(clone)['ratio']:.2f}x of it")
 
 
 @claim
 def emulation_hosts_other_checks():
-    """The three other checks of the same VM: a fresh clone (C), a cpuset of one core (B), half a core's quota (A)."""
-    from analysis import hosts_table
+    """Two more checks of the same VM under limits: a cpuset of one core, half a core's quota."""
     from monitor import cpu_probe
     checks = host_checks()
-    lower = 1 - hosts_table.pixels(checks["C"]) / hosts_table.pixels(checks["D"])
-    c = [abs(r["ratio"] - 1) for r in host_rows("C") + host_rows("C", False)]
-    b = [r["ratio"] for r in host_rows("B") + host_rows("B", False)]
-    files = [r for r in check_rows("A") if r["cell"].endswith("-images")]
-    ratios_a = {r["cell"]: r["ratio"] for r in host_rows("A")}
-    spread_a = cpu_probe.spread([p["images_per_second"] for p in checks["A"]["probes"]])
-    return (f"(C, probes {lower:.0%} lower than D's) every cell came within {max(c):.0%} of its prediction and the N "
-            f"allowed\n{host_capacity('C')['ratio']:.2f}x of it",
-            f"every cell held ({span(b, lambda x: f'{x:.2f}')})",
-            f"({host_capacity('B')['measured']:.1f} measured, {host_capacity('B')['predicted']:.1f}\npredicted)",
-            f"the image-file cells ran {span([r['measured_over_reference'] for r in files])}x longer",
+    cpuset, quota = letter_of(CPUSET_CHECK), letter_of(QUOTA_CHECK)
+    b = [r["ratio"] for r in host_rows(cpuset) + host_rows(cpuset, False)]
+    files = [r for r in check_rows(quota) if r["cell"].endswith("-images")]
+    ratios_a = {r["cell"]: r["ratio"] for r in host_rows(quota)}
+    spread_a = cpu_probe.spread([p["images_per_second"] for p in checks[quota]["probes"]])
+    return (f"({cpuset}) every cell held ({span(b, lambda x: f'{x:.2f}')})",
+            f"({host_capacity(cpuset)['measured']:.1f} measured, {host_capacity(cpuset)['predicted']:.1f}\npredicted)",
+            f"({quota}) the image-file cells ran {span([r['measured_over_reference'] for r in files])}x longer",
             f"({span([ratios_a[r['cell']] for r in files], lambda x: f'{x:.2f}')}), but ImageNet LMDB ran "
             f"{ratios_a['imagenet-lmdb'] - 1:.0%} longer than predicted",
             f"the probe itself spreads {spread_a:.0%} over three runs")

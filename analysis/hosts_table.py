@@ -212,7 +212,10 @@ def summary(checks, found, capacity):
     probed = [r for r in judged if r["probe_predicted_s"] is not None]
     if any(r["probe_predicted_s"] is not None for r in found):
         text += (f". From the host's own data-path probe: data-path-bound cells within {GOAL:.0%}: "
-                 f"{sum(r['probe_within'] for r in probed)} of {len(probed)} (checks made without the probe: -)")
+                 f"{sum(r['probe_within'] for r in probed)} of {len(probed)}")
+        allowed = [r for r in capacity if r["probe_predicted"] is not None]
+        if allowed:
+            text += f"; the N allowed: {sum(r['probe_within'] for r in allowed)} of {len(allowed)} within"
     return text + "."
 
 
@@ -221,10 +224,9 @@ def fmt(x, spec):
 
 
 def block(checks):
-    """The markdown between the markers: the cells table, the capacity table and the summary; the
-    data-path probe's prediction in columns of their own once a check has it."""
+    """The markdown between the markers: the cells table, the capacity table, then the checks made
+    with a data-path probe again, each cell predicted from that probe, and the summary."""
     found, capacity = rows(checks), capacity_rows(checks)
-    probed = any(r["probe_predicted_s"] is not None for r in found)
     gpu_hosts = [f for f in gpu_step_folders() if Path(f).name in {c["folder"] for c in checks}]
     lines = [f"**Predicted against measured on every host checked** (`{catalogue.relative('host-check')}/`, "
              "`make host-check`" + "".join(f"; `{f}`" for f in gpu_hosts)
@@ -233,26 +235,37 @@ def block(checks):
              "two hosts' CPU probes (`experiments/prediction.py`) and measured on the host, n runs interleaved. "
              "A host is a CPU model and shape (a cpuset or a CPU quota simulates another), checks whose pixel "
              f"probes lie within {cpu_probe.SAME_HOST_SPREAD:.0%} counted as one; probe: images/s per core. "
-             f"Solver seconds; goal: within {GOAL:.0%} on every data-path-bound cell."
-             + (" The last columns: each cell predicted from the host's own data-path probe "
-                "(`experiments/data_path_model.py`), - for checks made before it." if probed else ""), "",
-             "| host | cell | predicted s | measured s (n) | measured / predicted | within 15% |"
-             + (" from the data-path probe: predicted s | measured / predicted |" if probed else ""),
-             "|---|---|---|---|---|---|" + ("---|---|" if probed else "")]
-    lines += [f"| {r['label']} | {r['cell']}{'' if r['data_path'] else ' (compute-bound)'} | {r['predicted_s']:.2f} | "
-              f"{r['measured_s']:.2f} ({r['n']}) | {r['ratio']:.3f} | "
-              f"{yes_no(r['within']) if r['data_path'] else 'not judged'} |"
-              + (f" {fmt(r['probe_predicted_s'], '.2f')} | {fmt(r['probe_ratio'], '.3f')} |" if probed else "")
-              for r in found]
+             f"Solver seconds; goal: within {GOAL:.0%} on every data-path-bound cell.", "",
+             "| host | cell | predicted s | measured s (n) | measured / predicted | within 15% |",
+             "|---|---|---|---|---|---|"]
+    lines += [cell_line(r, r["predicted_s"], r["ratio"], r["within"]) for r in found]
     if capacity:
-        lines += ["", "| host | cell: N the data path's CPU allows | predicted | measured | measured / predicted |"
-                  + (" from the data-path probe: predicted | measured / predicted |" if probed else ""),
-                  "|---|---|---|---|---|" + ("---|---|" if probed else "")]
-        lines += [f"| {r['label']} | {r['cell']} | {r['predicted']:.1f} | {r['measured']:.1f} | "
-                  f"{fmt(r['ratio'], '.3f')} |"
-                  + (f" {fmt(r['probe_predicted'], '.1f')} | {fmt(r['probe_ratio'], '.3f')} |" if probed else "")
-                  for r in capacity]
+        lines += ["", "| host | cell: N the data path's CPU allows | predicted | measured | measured / predicted |",
+                  "|---|---|---|---|---|"]
+        lines += [capacity_line(r, r["predicted"], r["ratio"]) for r in capacity]
+    probed = [r for r in found if r["probe_predicted_s"] is not None]
+    if probed:
+        lines += ["", "The checks made with a data-path probe, each cell predicted from the host's own data path "
+                  "instead (`experiments/data_path_model.py`):", "",
+                  "| host | cell | predicted s | measured s (n) | measured / predicted | within 15% |",
+                  "|---|---|---|---|---|---|"]
+        lines += [cell_line(r, r["probe_predicted_s"], r["probe_ratio"], r["probe_within"]) for r in probed]
+        probed_capacity = [r for r in capacity if r["probe_predicted"] is not None]
+        if probed_capacity:
+            lines += ["", "| host | cell: N the data path's CPU allows | predicted | measured | measured / predicted |",
+                      "|---|---|---|---|---|"]
+            lines += [capacity_line(r, r["probe_predicted"], r["probe_ratio"]) for r in probed_capacity]
     return "\n".join(lines + ["", summary(checks, found, capacity)]) + "\n"
+
+
+def cell_line(r, predicted, ratio, within):
+    return (f"| {r['label']} | {r['cell']}{'' if r['data_path'] else ' (compute-bound)'} | {fmt(predicted, '.2f')} | "
+            f"{r['measured_s']:.2f} ({r['n']}) | {fmt(ratio, '.3f')} | "
+            f"{yes_no(within) if r['data_path'] else 'not judged'} |")
+
+
+def capacity_line(r, predicted, ratio):
+    return f"| {r['label']} | {r['cell']} | {fmt(predicted, '.1f')} | {r['measured']:.1f} | {fmt(ratio, '.3f')} |"
 
 
 def main(argv=None):

@@ -34,7 +34,9 @@ PROBE_CELLS = (("mnist", "lmdb"), ("mnist", "images"), ("cifar10", "images"), ("
                ("imagenet", "lmdb"))  # make host-check's cells
 PROBE_ROUNDS = 2
 MONITOR_S = 0.2  # threads' CPU sampled this often: a thread's last interval goes unsampled, a share of a short run
-PROBE_SECONDS = 2.0  # solver seconds a probe run aims at (its start-up and warming come on top)
+PROBE_SECONDS = 5.0  # solver seconds a probe run aims at (its start-up and warming come on top): at 2 s the
+                     # first batches' start-up weighed in (ImageNet: 20 iterations, a third below the cells' rate)
+MIN_ITERATIONS = 60  # and never fewer iterations than this
 # Images/s the warm data path delivered at 0 ms on the 2-core CI host (the catalogue's ci-2core,
 # benchmarks/data_path.json; ImageNet's LMDB stand-in: its images per prefetch CPU second in one probe on a
 # busy 2-core host): they size a probe run's iterations only, a host twice as fast runs half as long.
@@ -48,8 +50,8 @@ def delivered(record, batch):
 
 
 def probe_iterations(dataset, backend, seconds=PROBE_SECONDS):
-    """Iterations that take about `seconds` of solver time at the expected rate (at least 20)."""
-    return max(20, round(seconds * EXPECTED_RATE[(dataset, backend)] / datasets.get(dataset).model.batch))
+    """Iterations that take about `seconds` of solver time at the expected rate (at least MIN_ITERATIONS)."""
+    return max(MIN_ITERATIONS, round(seconds * EXPECTED_RATE[(dataset, backend)] / datasets.get(dataset).model.batch))
 
 
 def rates_of(record, batch):

@@ -8,8 +8,9 @@ The model:
 - compute: the emulated accelerator's time for the cell's iterations (train iterations x its
   step time, and the test passes inside the solver's window), the same on any host.
 - data path: the images the solver needs (iterations after the first, whose clock has not
-  started, x the batch) over the images/s this host's probe measured for that backend and data
-  set. No CPU probe ratio: the probe is the data path itself, page cache and file system included.
+  started, x the batch, and the test passes' images inside the window) over the images/s this
+  host's probe measured for that backend and data set (the probe has no test pass: its rate is
+  the train data layer's, and the test net's layer reads the same backend). No CPU probe ratio: the probe is the data path itself, page cache and file system included.
 - FIXED_S: what a run has beyond both (the solver's first iterations, test passes' waits),
   fitted once on FIXED_FROM's compute-bound runs (solver seconds - compute).
 - AU at an accelerator step time T: compute at T over the predicted solver seconds.
@@ -45,8 +46,14 @@ def compute_seconds(dataset, iterations, accelerator):
 
 
 def images_needed(dataset, iterations):
-    """Train images the data path delivers inside the solver's window (iteration 0 is before it)."""
-    return (iterations - 1) * datasets.get(dataset).model.batch
+    """Images the data path delivers inside the solver's window: the train images (iteration 0 is
+    before it) and the test passes' (every test_interval, test_iter batches each), which the test
+    net's data layer reads from the same backend while training waits on them (MNIST's stock
+    solver at 5,000 iterations: 100,000 test images beside 320,000 train images)."""
+    model = datasets.get(dataset).model
+    solver = model.solver
+    tests = iterations // solver.test_interval if solver.test_interval else 0
+    return (iterations - 1) * model.batch + tests * solver.test_iter * model.test_batch
 
 
 def probe_cell(probe, dataset, backend):

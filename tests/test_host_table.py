@@ -234,13 +234,16 @@ def test_the_table_shows_the_probes_prediction_beside_the_cross_host_one(tmp_pat
     assert (new["probe_predicted_s"], new["probe_ratio"], new["probe_within"]) == (9.0, pytest.approx(9.6 / 9.0), True)
     assert rows[("AMD-EPYC-2c-probe700", "cifar10-images")]["probe_predicted_s"] is None
     text = hosts_table.block(found)
-    assert "| C: AMD EPYC, 2 cores, probe 700 | cifar10-images | 8.00 | 9.60 (3) | 1.200 | **no** | - | - |" in text
-    assert "| C: AMD EPYC, 2 cores, probe 710 | cifar10-images | 8.00 | 9.60 (3) | 1.200 | **no** | 9.00 | 1.067 |" in text
-    assert "| cifar10-lmdb-capacity | 10.0 | 7.0 | 0.700 | 8.0 | 0.875 |" in text
-    assert ("From the host's own data-path probe: data-path-bound cells within 15%: 2 of 2 "
-            "(checks made without the probe: -).") in text
-    # without any check holding the probe's prediction the block is as before: no empty columns
-    assert " - | - |" not in hosts_table.block(hosts_table.load_checks(tmp_path)[:1])
+    cross, own = text.split("The checks made with a data-path probe")
+    assert "| C: AMD EPYC, 2 cores, probe 700 | cifar10-images | 8.00 | 9.60 (3) | 1.200 | **no** |" in cross
+    assert "| C: AMD EPYC, 2 cores, probe 710 | cifar10-images | 8.00 | 9.60 (3) | 1.200 | **no** |" in cross
+    assert "| C: AMD EPYC, 2 cores, probe 710 | cifar10-images | 9.00 | 9.60 (3) | 1.067 | yes |" in own
+    assert "probe 700" not in own  # a check made without the probe: no row made up for it
+    assert "| cifar10-lmdb-capacity | 10.0 | 7.0 | 0.700 |" in cross and "| cifar10-lmdb-capacity | 8.0 | 7.0 | 0.875 |" in own
+    assert ("From the host's own data-path probe: data-path-bound cells within 15%: 2 of 2; "
+            "the N allowed: 1 of 1 within.") in text
+    # without any check holding the probe's prediction the block is as before: no table of it
+    assert "data-path probe" not in hosts_table.block(hosts_table.load_checks(tmp_path)[:1])
 
 
 def test_the_capacity_claim_takes_a_hosts_checks_together(tmp_path, monkeypatch):
