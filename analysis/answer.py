@@ -36,7 +36,14 @@ CAPACITY = catalogue.relative("ci-2core-capacity")
 # where each column's records are: the README's from three committed folders (three hosts); one
 # host's measured answer (benchmarks/answer_run.py) from the three sub-folders of its one folder
 Sources = namedtuple("Sources", "paper2016 h100 capacity")
-COMMITTED = Sources(PAPER2016, H100, CAPACITY)
+
+
+def committed():
+    """The README's Sources: the three committed folders (read when called, so a test may point
+    one of them elsewhere)."""
+    return Sources(PAPER2016, H100, CAPACITY)
+
+
 SUBFOLDERS = Sources("paper2016", "h100", "capacity")
 PLAN_FILE = "plan.json"  # an answer folder's cells asked: {"cells": [[dataset, backend, column, cache], ...]}
 # the capacity setup the answer quotes, per dataset: the emulated H100, and for ImageNet the
@@ -56,9 +63,10 @@ def answer_sources(folder):
     return Sources(*(str(Path(folder) / sub) for sub in SUBFOLDERS))
 
 
-def paper2016_seconds(sources=COMMITTED):
+def paper2016_seconds(sources=None):
     """{(dataset, backend, cache): (mean wall seconds, n)} under the paper2016 profile's disk, as the
     fidelity table takes them (analysis/fidelity.py paper_cells)."""
+    sources = sources or committed()
     from analysis.fidelity import paper_cells
     return {k: (v[0], v[1]) for k, v in paper_cells(sources.paper2016).items()}
 
@@ -68,15 +76,17 @@ def paper_seconds():
     return {(r["dataset"], r["backend"], r["cache"]): r["mean"] for r in REFERENCE["training_seconds"]}
 
 
-def columns(sources=COMMITTED):
+def columns(sources=None):
     """The answer's columns: (row key, header label, the folder (host) it comes from)."""
+    sources = sources or committed()
     return (("seconds", "s", sources.paper2016), ("au", "AU", sources.h100), ("feeds", "feeds", sources.capacity))
 
 
-def capacity_answers(sources=COMMITTED, stopped=False):
+def capacity_answers(sources=None, stopped=False):
     """{(dataset, backend, cache): Feeds} for the quoted setups: the largest N at AU >= 0.90, with
     its n where fewer runs than confirm one stood at N or N + 1 (capacity.few_runs); stopped: also
     what ran out at the N that failed (capacity.stopped_words: reads the runs' files)."""
+    sources = sources or committed()
     found = {}
     folder = ROOT / sources.capacity
     records = [r for r in load([folder]) if not r.superseded] if folder.exists() else []
@@ -102,9 +112,10 @@ def iterations(dataset, folder=PAPER2016):
     return found.pop() if len(found) == 1 and None not in found else None
 
 
-def rows(sources=COMMITTED, asked=None, stopped=False):
+def rows(sources=None, asked=None, stopped=False):
     """One row per dataset and backend that any of the three sources has (asked: also every
     (dataset, backend) in it, in its order, whatever the sources hold)."""
+    sources = sources or committed()
     from analysis.fidelity import cell_means
     au = {k: v[:2] for k, v in cell_means(sources.h100, "au").items()}
     seconds, feeds, paper = (paper2016_seconds(sources),
@@ -273,7 +284,7 @@ def _imagenet_memory():
 def _missed_note(found):
     """What "(partly warm)" in a cell means, where one is."""
     if not any(c and c[-1] for r in found for c in r["seconds"] + r["au"]) and \
-            not any(c and "partly warm" in c[-1] for r in found for c in r["feeds"]):
+            not any(c and c[-1] and "partly warm" in c[-1] for r in found for c in r["feeds"]):
         return ""
     return (f" \"(partly warm)\": asked warm, but less than the {WARM_AT_LEAST:.0%} of the data a warm run needs was in "
             "the page cache before the clock (ImageNet at the paper's condition: its data is larger than the memory "
