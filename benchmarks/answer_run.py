@@ -13,7 +13,7 @@ hosts: this one is this host's.
   imgstore answer --readme         # the README's table again from its committed folders (analysis/answer.py)
 
 It prints its plan and estimated time first (per run, from the committed 2-core records'
-wall seconds: WALL_S); where the whole plan would take longer than BUDGET_S, every run's
+wall seconds: ESTIMATED_FROM); where the whole plan would take longer than BUDGET_S, every run's
 iterations are cut by one factor (run.py --iters, the reason recorded) and the plan says so.
 A progress line gives the elapsed time and the time left. Runs go to run.py one by one,
 interleaved (repeat by repeat, the cells rotated), as subprocesses; a run already recorded in
@@ -33,12 +33,14 @@ answer.png (the figure). Exit status: 0 every run finished; 1 a solver failed; 2
 input, run.py refused a run); 3 a run went past its time limit; 4 internal error; 130 interrupted.
 """
 import argparse
+import functools
 import json
 import math
 import os
 import re
 import shlex
 import signal
+import statistics
 import subprocess
 import sys
 import time
@@ -49,7 +51,7 @@ import catalogue
 import processes
 from analysis import answer as render
 from data_prep import backends, build, datasets
-from experiments import config as config_module, exit_codes, run
+from experiments import config as config_module, exit_codes, record, run
 from monitor import cpu_probe
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -74,61 +76,12 @@ SWEEP_FLAGS = {"imagenet": ["--mem-limit", "1G", "--mem-per-solver", "800M"]}
 # no committed record times a conversion of the full datasets).
 PREPARE_S = {"mnist": 60, "cifar10": 60, "imagenet": 120}
 
-# Mean (wall seconds, solver seconds) of one run per cell, from the committed records of the
-# 2-core CI kind: the 2016 machine's from ci-2core-paper2016-calibrated (the profile's 188 IOPS),
-# the H100's from ci-2core-emulated-h100-calibrated; at stock iterations, ImageNet at its
-# matrix sizing (150). A cell neither folder has (Redis on the 2016 machine) takes LMDB's.
-WALL_S = {
-    ("paper2016", "mnist", "lmdb"): {"warm": (20.2, 20.0), "cold": (23.0, 20.0)},
-    ("paper2016", "mnist", "leveldb"): {"warm": (20.1, 20.0), "cold": (23.1, 20.0)},
-    ("paper2016", "mnist", "hdf5"): {"warm": (26.0, 25.6), "cold": (29.2, 25.6)},
-    ("paper2016", "mnist", "images"): {"warm": (22.8, 22.5), "cold": (439.4, 374.1)},
-    ("paper2016", "mnist", "pymem"): {"warm": (21.8, 20.2), "cold": (34.1, 20.2)},
-    ("paper2016", "mnist", "cppmem"): {"warm": (20.6, 20.2), "cold": (23.6, 20.2)},
-    ("paper2016", "cifar10", "lmdb"): {"warm": (38.3, 37.9), "cold": (41.1, 37.9)},
-    ("paper2016", "cifar10", "leveldb"): {"warm": (38.2, 37.9), "cold": (41.3, 37.9)},
-    ("paper2016", "cifar10", "hdf5"): {"warm": (43.5, 42.5), "cold": (47.3, 42.5)},
-    ("paper2016", "cifar10", "images"): {"warm": (40.2, 39.7), "cold": (395.9, 329.6)},
-    ("paper2016", "cifar10", "pymem"): {"warm": (41.8, 38.4), "cold": (54.3, 38.4)},
-    ("paper2016", "cifar10", "cppmem"): {"warm": (39.1, 38.4), "cold": (43.2, 38.4)},
-    ("paper2016", "imagenet", "lmdb"): {"warm": (30.5, 29.8), "cold": (34.3, 29.8)},
-    ("paper2016", "imagenet", "leveldb"): {"warm": (30.5, 29.7), "cold": (34.4, 29.7)},
-    ("paper2016", "imagenet", "images"): {"warm": (648.6, 639.6), "cold": (688.4, 645.1)},
-    ("h100", "mnist", "lmdb"): {"warm": (12.0, 11.7), "cold": (12.2, 11.7)},
-    ("h100", "mnist", "leveldb"): {"warm": (12.0, 11.8), "cold": (12.3, 11.8)},
-    ("h100", "mnist", "hdf5"): {"warm": (25.5, 25.0), "cold": (25.9, 25.0)},
-    ("h100", "mnist", "images"): {"warm": (36.3, 35.7), "cold": (45.7, 43.7)},
-    ("h100", "mnist", "pymem"): {"warm": (14.1, 11.8), "cold": (14.6, 11.8)},
-    ("h100", "mnist", "cppmem"): {"warm": (12.4, 11.8), "cold": (12.9, 11.8)},
-    ("h100", "mnist", "redis"): {"warm": (16.2, 15.9), "cold": (17.2, 16.6)},
-    ("h100", "cifar10", "lmdb"): {"warm": (9.1, 8.8), "cold": (9.3, 8.8)},
-    ("h100", "cifar10", "leveldb"): {"warm": (9.1, 8.8), "cold": (9.4, 8.9)},
-    ("h100", "cifar10", "hdf5"): {"warm": (20.1, 19.0), "cold": (20.3, 19.0)},
-    ("h100", "cifar10", "images"): {"warm": (51.2, 50.1), "cold": (54.8, 52.6)},
-    ("h100", "cifar10", "pymem"): {"warm": (13.4, 9.0), "cold": (13.7, 9.0)},
-    ("h100", "cifar10", "cppmem"): {"warm": (10.2, 9.0), "cold": (10.7, 9.0)},
-    ("h100", "cifar10", "redis"): {"warm": (15.4, 14.9), "cold": (16.0, 15.3)},
-    ("h100", "imagenet", "lmdb"): {"warm": (8.4, 8.0), "cold": (8.6, 8.0)},
-    ("h100", "imagenet", "leveldb"): {"warm": (8.2, 7.8), "cold": (8.6, 7.8)},
-    ("h100", "imagenet", "images"): {"warm": (59.4, 57.4), "cold": (59.6, 57.1)},
-    ("h100", "imagenet", "redis"): {"warm": (8.6, 8.0), "cold": (10.1, 9.0)},
-}
-# One sweep's runs' wall seconds, summed per group of solvers (they run at once), from the
-# committed sweeps on the emulated H100 (ci-2core-capacity) at SWEEP_ITERS; a sweep's groups
-# also cost what their records' wall seconds leave out (RUN_OVERHEAD_S each, SWEEP_RUNS of them:
-# the committed sweeps' median count of groups). A backend it lacks: LMDB's.
-SWEEP_S = {
-    ("mnist", "lmdb"): {"warm": 31, "cold": 42}, ("mnist", "leveldb"): {"warm": 52, "cold": 9},
-    ("mnist", "hdf5"): {"warm": 8, "cold": 9}, ("mnist", "images"): {"warm": 8, "cold": 19},
-    ("mnist", "pymem"): {"warm": 103, "cold": 111}, ("mnist", "cppmem"): {"warm": 42, "cold": 44},
-    ("mnist", "redis"): {"warm": 19, "cold": 22},
-    ("cifar10", "lmdb"): {"warm": 80, "cold": 93}, ("cifar10", "leveldb"): {"warm": 12, "cold": 13},
-    ("cifar10", "hdf5"): {"warm": 13, "cold": 14}, ("cifar10", "images"): {"warm": 20, "cold": 31},
-    ("cifar10", "pymem"): {"warm": 480, "cold": 513}, ("cifar10", "cppmem"): {"warm": 85, "cold": 89},
-    ("cifar10", "redis"): {"warm": 20, "cold": 24},
-    ("imagenet", "lmdb"): {"warm": 70, "cold": 102}, ("imagenet", "leveldb"): {"warm": 64, "cold": 90},
-    ("imagenet", "images"): {"warm": 463, "cold": 490}, ("imagenet", "redis"): {"warm": 141, "cold": 171},
-}
+# The committed records of the 2-core CI kind the estimates come from: one run per cell of the
+# 2016 machine (the profile's 188 IOPS) and of the emulated H100, at stock iterations (ImageNet at
+# its matrix sizing), and the capacity sweeps on the emulated H100 at SWEEP_ITERS. A cell a folder
+# lacks (Redis on the 2016 machine) takes its dataset's LMDB's.
+ESTIMATED_FROM = {PROFILE: "ci-2core-paper2016-calibrated", ACCELERATOR: "ci-2core-emulated-h100-calibrated",
+                  "sweep": "ci-2core-capacity"}
 SWEEP_RUNS = 8
 COLUMN_OF = {PROFILE: "seconds", ACCELERATOR: "au", "sweep": "feeds"}
 
@@ -152,7 +105,7 @@ class Step:
 
 
 def reference_iters(dataset):
-    """The iterations WALL_S's runs trained: the stock solver's, ImageNet's its matrix sizing's."""
+    """The iterations the estimates' runs trained: the stock solver's, ImageNet's its matrix sizing's."""
     ds = datasets.get(dataset)
     return (ds.matrix_config or {}).get("iters") or ds.model.solver.max_iter
 
@@ -179,13 +132,49 @@ def sweep_argv(dataset, backend, cache, iters, a, out):
             *SWEEP_FLAGS.get(dataset, []), "--data", str(a.data), "--out", str(out / "capacity")]
 
 
+@functools.lru_cache(maxsize=None)
+def committed_walls(kind):
+    """{(dataset, backend, cache): (mean wall s, mean solver s)} of one solver's ok runs at the
+    reference iterations in ESTIMATED_FROM[kind]."""
+    found = {}
+    for r in record.load(catalogue.tracked_records(ESTIMATED_FROM[kind])):
+        if (r.ok and not r.concurrent and r.wall_seconds and r.solver_seconds
+                and (r.iterations_setting or r.iterations) == reference_iters(r.dataset)
+                and (kind == PROFILE or (r.compute or {}).get("accelerator") == ACCELERATOR)):
+            found.setdefault((r.dataset, r.backend, r.cache), []).append((r.wall_seconds, r.solver_seconds))
+    return {k: tuple(statistics.mean(x) for x in zip(*v)) for k, v in found.items()}
+
+
+@functools.lru_cache(maxsize=None)
+def committed_sweeps():
+    """{(dataset, backend, cache): the committed sweeps' groups' makespans summed} on the emulated
+    H100 at SWEEP_ITERS (the solvers of a group run at once)."""
+    groups = {}
+    for r in record.load(catalogue.tracked_records(ESTIMATED_FROM["sweep"])):
+        if (r.ok and r.concurrent and r.iterations_setting == SWEEP_ITERS.get(r.dataset)
+                and (r.compute or {}).get("accelerator") == ACCELERATOR):
+            groups[(r.dataset, r.backend, r.cache, r.concurrent["group"])] = r.concurrent.get("makespan_seconds") or 0
+    found = {}
+    for (dataset, backend, cache, _), makespan in groups.items():
+        found[(dataset, backend, cache)] = found.get((dataset, backend, cache), 0) + makespan
+    return found
+
+
+def _committed(table, dataset, backend, cache):
+    """A cell's entry, else its dataset's LMDB's (the other cache state's where LMDB lacks this one)."""
+    for key in ((dataset, backend, cache), (dataset, "lmdb", cache), *((dataset, "lmdb", c) for c in render.CACHES)):
+        if key in table:
+            return table[key]
+    raise KeyError(f"no committed run of {dataset} to estimate {backend} {cache} from")
+
+
 def run_estimate(kind, dataset, backend, cache, scale):
-    wall, solver = (WALL_S.get((kind, dataset, backend)) or WALL_S.get((kind, dataset, "lmdb")))[cache]
+    wall, solver = _committed(committed_walls(kind), dataset, backend, cache)
     return wall - solver + solver * scale + RUN_OVERHEAD_S
 
 
 def sweep_estimate(dataset, backend, cache, scale):
-    return (SWEEP_S.get((dataset, backend)) or SWEEP_S[(dataset, "lmdb")])[cache] * scale + SWEEP_RUNS * RUN_OVERHEAD_S
+    return _committed(committed_sweeps(), dataset, backend, cache) * scale + SWEEP_RUNS * RUN_OVERHEAD_S
 
 
 def chosen(a):
